@@ -1,0 +1,3 @@
+from gradcheck.cli import main
+
+main()

@@ -1,0 +1,115 @@
+"""accumulation: the same inputs must give the same gradient on every pass.
+
+The runner restores every param before each pass, so pass k's gradient must equal pass 1's
+(bitwise on CPU; within a relative tolerance on CUDA, where float atomics reorder). When it does
+not, something carried gradient from one backward into the next. The shape tells which:
+linear (k× on pass k: nothing cleared the param's gradient), superlinear (cleared params, but
+intermediate gradients pile up and feed back), drift (stale intermediate gradients from custom
+adjoints or atomics leak in), collapse (the gradient vanishes after pass 1: a buffer was
+consumed or replaced).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import family, group_by_family
+from gradcheck.trace import ParamTrace, Trace
+
+NAME = "accumulation"
+SUMMARY = "gradients must not change between identical forward/backward passes"
+
+LINEAR_RTOL = 0.02  # pass-k coefficient within 2% of k, residual within 2%, counts as linear
+
+_SHAPES = {
+    "linear": "grows k× on pass k: the gradient is never cleared between backward calls",
+    "superlinear": "grows faster than k× on pass k: intermediate gradients accumulate and feed back into backward",
+    "drift": "drifts without a k× pattern: stale intermediate gradients (custom adjoints, atomics into reused buffers) leak into backward",
+    "collapse": "drops to zero after pass 1: a gradient buffer was consumed or replaced (e.g. a reused grads= seed)",
+}
+
+
+def check(trace: Trace) -> tuple[Finding, ...]:
+    if len(trace.passes) < 2:
+        return ()
+    affected = [p for p in trace.params if _first_divergence(p) is not None]
+    family_sizes: dict[str, int] = {}
+    for p in trace.params:
+        family_sizes[family(p.name)] = family_sizes.get(family(p.name), 0) + 1
+    findings = []
+    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
+        worst = max(members, key=_divergence)
+        findings.append(_finding(trace, fam, members, family_sizes[fam], worst))
+    return tuple(findings)
+
+
+def classify(param: ParamTrace) -> str:
+    passes = [p for p in param.passes if p.has_grad]
+    first = _first_divergence(param) or 2
+    later = passes[first - 1 :]
+    if passes[0].norm > 0 and later and all(p.norm == 0 for p in later):
+        return "collapse"
+    coefs = [p.coef for p in passes]
+    if not all(math.isfinite(c) for c in coefs):
+        return "drift"
+    residuals = [_residual(p, passes[0].norm) for p in passes]
+    if all(abs(c - k) <= LINEAR_RTOL * k and r <= LINEAR_RTOL for k, (c, r) in enumerate(zip(coefs, residuals), 1)):
+        return "linear"
+    increasing = all(b >= a for a, b in zip(coefs, coefs[1:]))
+    if increasing and coefs[-1] > (1 + 2 * LINEAR_RTOL) * len(coefs):
+        return "superlinear"
+    return "drift"
+
+
+def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int, worst: ParamTrace) -> Finding:
+    shape = classify(worst)
+    first = _first_divergence(worst)
+    norms = worst.norms
+    last = norms[-1]
+    ratio = last / norms[0] if norms[0] else math.inf
+    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}, worst shown: "
+    message = (
+        f"{who}differs from pass 1 from pass {first} on; norm {norms[0]:.4g} → {last:.4g} "
+        f"(×{ratio:.3g} by pass {len(norms)}); {_SHAPES[shape]}"
+    )
+    return Finding(
+        check=NAME,
+        severity=Severity.ERROR,
+        subject=worst.subject,
+        message=message,
+        hint="call tape.zero() after reading gradients, not before backward; zero-audit names what it misses",
+        evidence={
+            "shape": shape,
+            "first_diverging_pass": first,
+            "ratio_last_first": ratio,
+            "norms": list(norms),
+            "coefficients": [p.coef for p in worst.passes],
+            "affected": [m.subject for m in members],
+            "affected_count": len(members),
+            "family_size": family_size,
+            "tolerance": trace.tolerance,
+        },
+    )
+
+
+def _first_divergence(param: ParamTrace) -> int | None:
+    for index, p in enumerate(param.passes[1:], start=2):
+        if p.has_grad and not p.equal_to_first:
+            return index
+    return None
+
+
+def _divergence(param: ParamTrace) -> float:
+    base = param.passes[0].norm or 1e-30
+    values = [p.diff_norm / base for p in param.passes[1:] if p.has_grad]
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else math.inf
+
+
+def _residual(p, first_norm: float) -> float:
+    """Share of pass k's gradient not explained by a multiple of pass 1's."""
+    if p.norm == 0:
+        return 0.0
+    along = p.coef * first_norm
+    return math.sqrt(max(p.norm * p.norm - along * along, 0.0)) / p.norm

@@ -1,0 +1,70 @@
+"""missing-gradient: a param whose gradient is absent, or exactly zero on every pass.
+
+Exactly zero is the signature of a broken graph, not of a small gradient: the array was not read
+under the tape, it was replaced after the tape recorded it, or it was created inside the tape
+(Newton's ``Model.state()``/``control()`` copy model arrays with a taped ``wp.copy``, and the
+gradient lands in ``model.joint_q.grad`` instead).
+"""
+
+from __future__ import annotations
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import family, group_by_family
+from gradcheck.trace import ParamTrace, Trace
+
+NAME = "missing-gradient"
+SUMMARY = "every param must have a gradient buffer that is nonzero on some pass"
+
+_NO_BUFFER = "no-buffer"
+_ALL_ZERO = "all-zero"
+
+
+def check(trace: Trace) -> tuple[Finding, ...]:
+    if not trace.passes:
+        return ()
+    kinds = {p.name: _kind(p) for p in trace.params}
+    sizes: dict[str, int] = {}
+    for p in trace.params:
+        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    findings = []
+    for kind in (_NO_BUFFER, _ALL_ZERO):
+        missing = [p for p in trace.params if kinds[p.name] == kind]
+        for fam, members in group_by_family(missing, key=lambda p: p.name).items():
+            findings.append(_finding(trace, kind, fam, members, sizes[fam]))
+    return tuple(findings)
+
+
+def _kind(param: ParamTrace) -> str | None:
+    if any(not p.has_grad for p in param.passes):
+        return _NO_BUFFER
+    if all(p.norm == 0 for p in param.passes):
+        return _ALL_ZERO
+    return None
+
+
+def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int) -> Finding:
+    first = members[0]
+    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}: "
+    if kind == _NO_BUFFER:
+        message = f"{who}no gradient buffer (.grad is None)"
+        hint = "allocate the array with requires_grad=True before building anything that uses it"
+    else:
+        message = f"{who}gradient is exactly zero on all {len(trace.passes)} passes"
+        hint = (
+            "read the array under the tape; create states/controls outside the tape "
+            "(Model.state() inside it sends the gradient to model.joint_q.grad)"
+        )
+    return Finding(
+        check=NAME,
+        severity=Severity.ERROR,
+        subject=first.subject,
+        message=message,
+        hint=hint,
+        evidence={
+            "kind": kind,
+            "params": [m.name for m in members],
+            "affected": [m.subject for m in members],
+            "param_count": len(members),
+            "family_size": family_size,
+        },
+    )

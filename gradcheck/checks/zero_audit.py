@@ -1,0 +1,66 @@
+"""zero-audit: after the scenario's zero step, every gradient the tape can reach must be zero.
+
+``tape.zero()`` clears only ``tape.gradients``, which backward fills from kernel arguments. A
+buffer it misses (reached through an array of structs, zeroed by hand for the params only,
+``tape.zero()`` called before backward) keeps its values, and the next backward that touches it
+adds to them. Each survivor is named by path; indexed families (one per state) are grouped.
+"""
+
+from __future__ import annotations
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import group_by_family
+from gradcheck.trace import Survivor, Trace
+
+NAME = "zero-audit"
+SUMMARY = "after the zero step, no gradient buffer reachable from the tape may be nonzero"
+
+
+def check(trace: Trace) -> tuple[Finding, ...]:
+    first_seen: dict[str, int] = {}
+    latest: dict[str, Survivor] = {}
+    history: dict[str, list[float]] = {}
+    for record in trace.passes:
+        for s in record.survivors:
+            first_seen.setdefault(s.subject, record.index)
+            latest[s.subject] = s
+            history.setdefault(s.subject, [0.0] * (record.index - 1)).append(s.norm)
+    findings = []
+    for fam, members in group_by_family(latest.values(), key=lambda s: s.subject).items():
+        worst = max(members, key=lambda s: s.norm)
+        findings.append(_finding(trace, fam, members, worst, first_seen[worst.subject], history[worst.subject]))
+    return tuple(findings)
+
+
+def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float]):
+    others = f"{len(members)} arrays {fam}, worst shown: " if len(members) > 1 else ""
+    message = (
+        f"{others}nonzero after {trace.zero_step} from pass {first} on: norm {worst.norm:.4g}, "
+        f"{worst.nonzero} of {worst.size} values (reached via {worst.reached_via}); the next backward adds to it"
+    )
+    return Finding(
+        check=NAME,
+        severity=Severity.WARNING,
+        subject=worst.subject,
+        message=message,
+        hint=_hint(trace, worst),
+        evidence={
+            "first_pass": first,
+            "norms_after_zero": norms,
+            "reached_via": worst.reached_via,
+            "aliases": list(worst.aliases),
+            "survivors": [s.subject for s in members],
+            "survivor_count": len(members),
+        },
+    )
+
+
+def _hint(trace: Trace, survivor: Survivor) -> str:
+    if survivor.reached_via == "array of structs":
+        return (
+            "tape.zero() does not follow the records of an array of structs: zero these gradients yourself "
+            f"({(survivor.aliases or (survivor.subject,))[0]}.zero_()) after reading them"
+        )
+    if trace.zero_step == "tape.zero()":
+        return f"tape.zero() misses this buffer: call {survivor.subject}.zero_() after reading gradients"
+    return "the zero step misses this buffer: call tape.zero() after reading gradients"

@@ -1,0 +1,223 @@
+"""The command line: `gradcheck run`, `gradcheck list`, `gradcheck --version`.
+
+Heavy imports (warp, newton, numpy) happen only inside command bodies, so `--help` and `list`
+stay instant. The report goes to stdout (or --output); progress and error lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from gradcheck import __version__
+from gradcheck.errors import UsageError
+from gradcheck.exit_codes import ExitCode
+from gradcheck.formats import OutputFormat
+
+app = typer.Typer(
+    name="gradcheck",
+    help="Gradient diagnostics for NVIDIA Warp and Newton programs.",
+    pretty_exceptions_show_locals=False,  # locals would dump arrays into CI logs
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gradcheck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """Gradient diagnostics for NVIDIA Warp and Newton programs."""
+
+
+@app.command()
+def run(
+    specs: list[str] = typer.Argument(..., metavar="SPEC...", help="built-in name, file.py[:Name], pkg.mod:Name"),
+    device: str = typer.Option(None, "--device", help="cpu or cuda:N (default: cuda:0 when available, else cpu)"),
+    passes: int = typer.Option(5, "--passes", help="forward/backward passes per scenario"),
+    fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
+    settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
+    output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """Run scenarios' forward/backward passes and check their gradients."""
+    from gradcheck import pipeline
+    from gradcheck.findings import Severity
+
+    report = None
+    try:
+        options = pipeline.RunOptions(
+            device=device,
+            passes=passes,
+            fault=fault,
+            settings=parse_settings(settings or []),
+            fail_on=Severity.parse(fail_on.value),
+            debug=debug,
+        )
+        _check_writable(output)
+        with _stdout_to_stderr(), _progress(quiet) as progress:
+            report = pipeline.run(specs, options, progress)
+    except UsageError as exc:
+        report = _usage_report(str(exc), fail_on.value)
+    for result in report.scenarios:
+        if result.error:
+            typer.echo(f"gradcheck: error: {result.error}", err=True)
+            if debug and result.traceback:
+                typer.echo(result.traceback, err=True)
+    if report.error:
+        typer.echo(f"gradcheck: error: {report.error}", err=True)
+    _emit(report, fmt, output)
+    raise typer.Exit(int(report.exit_code))
+
+
+@app.command("list")
+def list_scenarios(
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),
+) -> None:
+    """List built-in and installed scenarios with their faults (imports no Warp)."""
+    import json
+
+    from gradcheck import catalog
+
+    infos = catalog.all_infos()
+    if fmt == OutputFormat.json:
+        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("description / faults", overflow="fold")
+    table.add_column("source", no_wrap=True)
+    for info in infos:
+        faults = "".join(f"\n  --fault {k}: {v}" for k, v in info.faults.items())
+        table.add_row(info.name, info.description + faults, info.source)
+    Console(highlight=False).print(table)
+
+
+def parse_settings(items: list[str]) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"malformed --set {item!r}; write --set KEY=VALUE (e.g. --set steps=100)")
+        settings[key.strip()] = value
+    return settings
+
+
+def _check_writable(output: Path | None) -> None:
+    """Fail before the run, not after it, when the report could not be written."""
+    if output is None:
+        return
+    parent = output.expanduser().resolve().parent
+    if output.is_dir():
+        raise UsageError(f"--output {str(output)!r} is a directory; give a file path")
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise UsageError(f"cannot write --output {str(output)!r}; choose a writable path")
+
+
+def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
+    from gradcheck.formats import render
+
+    if output is not None:
+        text = render(report, fmt, color=False, width=100)
+        try:
+            output.expanduser().write_text(text, encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"gradcheck: error: cannot write --output {str(output)!r}: {exc.strerror}", err=True)
+            raise typer.Exit(int(ExitCode.USAGE)) from None
+        return
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    width = min(os.get_terminal_size().columns, 140) if sys.stdout.isatty() else 100
+    sys.stdout.write(render(report, fmt, color=color, width=width))
+    sys.stdout.flush()
+
+
+def _usage_report(message: str, fail_on: str):
+    from gradcheck.environment import describe
+    from gradcheck.findings import Severity
+    from gradcheck.report import Report
+
+    return Report(
+        environment=describe(None),
+        scenarios=(),
+        fail_on=Severity.parse(fail_on),
+        error=message,
+        error_code=ExitCode.USAGE,
+    )
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Anything printed while scenarios run (Warp, Newton, user code, native printf) goes to stderr,
+    so stdout carries only the report and JSON on stdout stays parseable."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no real fd 1 (embedded use): Python-level redirect only
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool):
+    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(name: str, index: int, passes: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(f"{name} passes", total=passes)
+            bar.update(tasks[name], completed=index)
+
+        yield update
+
+
+def main() -> None:
+    app(prog_name="gradcheck")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Names for arrays, found by walking the scenario object the way the user's code reaches them.
+
+A finding that says ``states[100].joint_qdd.grad`` is actionable; one that says "array 0x7f3a…"
+is not. The walk is breadth-first from the scenario instance's attributes through lists,
+tuples, dicts, Warp structs and plain Python objects (Newton's Model/State/Control/solver), so
+each array gets its shortest path. Arrays the walk cannot reach fall back to the
+``kernel.argument`` label of the first launch that used them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+MAX_DEPTH = 8
+MAX_NODES = 200_000
+
+_ATOMS = (str, bytes, int, float, complex, bool, type(None))
+
+
+@dataclass
+class ArrayNames:
+    """id(array) → path, and pointer → path for memory reached only by address."""
+
+    by_id: dict[int, str] = field(default_factory=dict)
+    by_ptr: dict[int, tuple[str, object]] = field(default_factory=dict)  # ptr → (path, array)
+    arrays: list = field(default_factory=list)  # keeps every named array alive, so ids stay valid
+
+    def add(self, array, path: str) -> None:
+        key = id(array)
+        if key in self.by_id:
+            return
+        self.by_id[key] = path
+        self.arrays.append(array)
+        ptr = getattr(array, "ptr", None)
+        if ptr:
+            self.by_ptr.setdefault(ptr, (path, array))
+
+    def name(self, array, default: str | None = None) -> str | None:
+        return self.by_id.get(id(array), default)
+
+    def at(self, ptr: int):
+        """(path, array) of the named array whose memory starts at ``ptr``, or None."""
+        return self.by_ptr.get(ptr)
+
+
+def walk(root) -> ArrayNames:
+    """Name every array reachable from ``root``'s attributes (``root`` itself is unnamed)."""
+    from gradcheck.warp_compat import is_array
+    from gradcheck.warp_compat import is_struct_instance as is_struct
+
+    names = ArrayNames()
+    seen = {id(root)}
+    queue = deque((child, path, 1) for path, child in _children(root, "", is_struct))
+    nodes = 0
+    while queue and nodes < MAX_NODES:
+        obj, path, depth = queue.popleft()
+        nodes += 1
+        if is_array(obj):
+            names.add(obj, path)
+            grad = getattr(obj, "grad", None)
+            if grad is not None:
+                names.add(grad, path + ".grad")
+            continue
+        if isinstance(obj, _ATOMS) or id(obj) in seen or depth > MAX_DEPTH:
+            continue
+        seen.add(id(obj))
+        for child_path, child in _children(obj, path, is_struct):
+            queue.append((child, child_path, depth + 1))
+    return names
+
+
+def label_launch_arguments(tape, names: ArrayNames) -> None:
+    """Fallback names ``kernel.argument`` for arrays the walk did not reach."""
+    from gradcheck.warp_compat import is_array, kernel_launches
+
+    for launch in kernel_launches(tape):
+        for value, label in zip(launch.inputs + launch.outputs, launch.labels):
+            if is_array(value) and id(value) not in names.by_id:
+                path = f"{launch.key}.{label}"
+                names.add(value, path)
+                if value.grad is not None:
+                    names.add(value.grad, path + ".grad")
+
+
+def _children(obj, path, is_struct):
+    """(path, child) pairs; public attributes before private ones."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield f"{path}[{key!r}]", value
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            yield f"{path}[{i}]", value
+        return
+    if is_struct(obj):
+        for name in obj._cls.vars:
+            yield _join(path, name), getattr(obj, name)
+        return
+    attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, dict) or not _walkable(obj):
+        return
+    items = sorted(attrs.items(), key=lambda kv: kv[0].startswith("_"))
+    for name, value in items:
+        yield _join(path, name), value
+
+
+def _walkable(obj) -> bool:
+    """Plain objects only: not modules, functions, classes, Warp runtime objects or numpy arrays."""
+    kind = type(obj)
+    if isinstance(obj, type) or callable(obj) and not hasattr(obj, "__dict__"):
+        return False
+    module = getattr(kind, "__module__", "") or ""
+    if module.startswith(("warp", "numpy", "builtins", "types", "ctypes")):
+        return False
+    return kind.__name__ not in ("module", "function", "method")
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name

@@ -1,0 +1,123 @@
+"""The whole pipeline for a list of specs: resolve → load → run passes → checks → Report.
+
+Failures of one scenario become a ScenarioResult with status "error"; the others still run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback as tb
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gradcheck.checks import run_checks
+from gradcheck.errors import GradcheckError, ScenarioError, UsageError
+from gradcheck.exit_codes import ExitCode
+from gradcheck.findings import Finding, Severity
+from gradcheck.report import ParamSummary, Report, ScenarioResult
+from gradcheck.runner import Progress
+from gradcheck.trace import Trace
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    device: str | None = None  # None: cuda:0 when available, else cpu
+    passes: int = 5
+    fault: str | None = None
+    settings: Mapping[str, str] = field(default_factory=dict)  # --set key=value, strings
+    fail_on: Severity = Severity.ERROR
+    debug: bool = False
+
+
+def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = None) -> Report:
+    from gradcheck import environment
+
+    if options.passes < 1:
+        raise UsageError(f"--passes must be at least 1, got {options.passes}")
+    device = environment.check_device(options.device) if options.device else environment.default_device()
+    results = tuple(run_one(spec, options, device, progress) for spec in specs)
+    return Report(environment=environment.describe(device), scenarios=results, fail_on=options.fail_on)
+
+
+def run_one(spec: str, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
+    from gradcheck import loader
+    from gradcheck.resolve import resolve
+    from gradcheck.runner import run_passes
+
+    started = time.perf_counter()
+    name = spec
+    try:
+        ref = resolve(spec)
+        name = ref.label
+        scenario = loader.load(ref)
+        name = loader.scenario_name(scenario, ref)
+        loader.check_fault(scenario, name, options.fault)
+        loader.check_options(scenario, name, dict(options.settings))
+        trace = run_passes(
+            scenario,
+            name=name,
+            device=device,
+            passes=options.passes,
+            fault=options.fault,
+            options=options.settings,
+            progress=progress,
+        )
+    except GradcheckError as exc:
+        return _failed(spec, name, options, device, exc, started)
+    except Exception as exc:  # a bug in gradcheck or an unexpected Warp failure: still one line
+        wrapped = ScenarioError(f"{name}: unexpected {type(exc).__name__}: {exc} (--debug shows the traceback)")
+        wrapped.__cause__ = exc
+        return _failed(spec, name, options, device, wrapped, started)
+    findings = run_checks(trace)
+    return ScenarioResult(
+        spec=spec,
+        name=name,
+        fault=options.fault,
+        device=device,
+        options=dict(options.settings),
+        passes=len(trace.passes),
+        params=_param_summaries(trace, findings),
+        findings=findings,
+        seconds=time.perf_counter() - started,
+        losses=tuple(p.loss for p in trace.passes),
+    )
+
+
+def _failed(spec, name, options: RunOptions, device, exc: GradcheckError, started) -> ScenarioResult:
+    cause = exc.__cause__ or exc
+    return ScenarioResult(
+        spec=spec,
+        name=name,
+        fault=options.fault,
+        device=device,
+        options=dict(options.settings),
+        error=str(exc),
+        error_code=ExitCode(exc.exit_code),
+        traceback="".join(tb.format_exception(type(cause), cause, cause.__traceback__)) if options.debug else None,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamSummary, ...]:
+    flagged: dict[str, list[str]] = {}
+    for f in findings:
+        for subject in _subjects(f):
+            flagged.setdefault(subject, [])
+            if f.check not in flagged[subject]:
+                flagged[subject].append(f.check)
+    return tuple(
+        ParamSummary(
+            name=p.name,
+            subject=p.subject,
+            shape=p.shape,
+            dtype=p.dtype,
+            norms=p.norms,
+            verdict=", ".join(flagged.get(p.subject, [])) or "ok",
+        )
+        for p in trace.params
+    )
+
+
+def _subjects(finding: Finding) -> list[str]:
+    """Params a finding covers: its subject plus any it lists in evidence."""
+    return [finding.subject, *(finding.evidence.get("affected") or [])]

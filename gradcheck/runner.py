@@ -1,0 +1,225 @@
+"""Run a scenario's forward/backward loop repeatedly and record what happened: a Trace.
+
+Each pass, exactly as a user's training loop would:
+restore params → fresh tape → forward() under the tape → backward (scenario's, or
+tape.backward(loss)) → read gradients → after_backward() → the scenario's zero step
+(default tape.zero()) → zero audit of every gradient buffer the tape can reach.
+
+Params are restored from a snapshot taken after setup, so every pass sees the same inputs and
+any difference between passes is the program's, not the tool's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from gradcheck.errors import ScenarioError
+from gradcheck.gradients import FirstPass, equality_tolerance, nonzero_summary, read_param
+from gradcheck.naming import ArrayNames, label_launch_arguments, walk
+from gradcheck.reachability import reachable_gradients
+from gradcheck.trace import ParamPass, ParamTrace, PassRecord, Survivor, Trace
+from gradcheck.warp_compat import is_array, load_warp
+
+Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
+
+
+def run_passes(
+    scenario,
+    *,
+    name: str,
+    device: str,
+    passes: int,
+    fault: str | None = None,
+    options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> Trace:
+    wp = load_warp()
+    options = dict(options or {})
+    with wp.ScopedDevice(device):
+        _call(name, "setup", scenario.setup, device, fault=fault, **options)
+        params = _params(scenario, name)
+        snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
+        tolerance = equality_tolerance(device)
+        firsts: dict[str, FirstPass | None] = dict.fromkeys(params)
+        stats: dict[str, list[ParamPass]] = {key: [] for key in params}
+        subjects: dict[str, str] = {}
+        records = []
+        for index in range(1, passes + 1):
+            _restore(_params(scenario, name), snapshots)
+            tape = wp.Tape()
+            with tape:
+                loss = _call(name, "forward", scenario.forward)
+            _backward(scenario, name, tape, loss)
+            wp.synchronize_device(device)
+            params = _params(scenario, name)
+            for key, arr in params.items():
+                if key not in stats:
+                    raise ScenarioError(
+                        f"{name}: params() returned a new key {key!r} on pass {index}; "
+                        "return the same names on every call"
+                    )
+                record, firsts[key] = read_param(arr, firsts[key], tolerance)
+                stats[key].append(record)
+            lazy = _LazyNames(scenario, tape, params)
+            if not subjects:
+                subjects = {key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()}
+            if callable(getattr(scenario, "after_backward", None)):
+                _call(name, "after_backward", scenario.after_backward)
+            if callable(getattr(scenario, "zero", None)):
+                _call(name, "zero", scenario.zero, tape)
+            else:
+                tape.zero()
+            wp.synchronize_device(device)
+            survivors = _zero_audit(tape, params, lazy)
+            records.append(
+                PassRecord(
+                    index=index,
+                    loss=_scalar(loss),
+                    launches=len(tape.launches),
+                    audited_buffers=survivors[1],
+                    survivors=survivors[0],
+                )
+            )
+            if progress is not None:
+                progress(name, index, passes)
+
+    param_traces = tuple(
+        ParamTrace(
+            name=key,
+            subject=subjects.get(key, key + ".grad"),
+            shape=tuple(arr.shape),
+            dtype=_dtype_name(arr.dtype),
+            passes=tuple(stats[key]),
+        )
+        for key, arr in params.items()
+    )
+    return Trace(
+        scenario=name,
+        fault=fault,
+        device=device,
+        options=options,
+        params=param_traces,
+        passes=tuple(records),
+        tolerance=tolerance,
+        zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
+    )
+
+
+class _LazyNames:
+    """Walks the scenario for names only when a name is actually needed."""
+
+    def __init__(self, scenario, tape, params):
+        self._args = (scenario, tape, params)
+        self._names: ArrayNames | None = None
+
+    def __call__(self) -> ArrayNames:
+        if self._names is None:
+            scenario, tape, params = self._args
+            names = walk(scenario)
+            for key, arr in params.items():
+                if names.name(arr) is None:
+                    names.add(arr, key)
+                    if arr.grad is not None:
+                        names.add(arr.grad, key + ".grad")
+            label_launch_arguments(tape, names)
+            self._names = names
+        return self._names
+
+
+def _zero_audit(tape, params, names: _LazyNames) -> tuple[tuple[Survivor, ...], int]:
+    buffers = reachable_gradients(tape, params, names)
+    survivors = []
+    for buffer in buffers:
+        found = nonzero_summary(buffer.grad)
+        if found is None:
+            continue
+        nonzero, norm, size = found
+        survivors.append(
+            Survivor(
+                subject=buffer.subject(names()),
+                reached_via=buffer.reached_via,
+                norm=norm,
+                nonzero=nonzero,
+                size=size,
+                aliases=buffer.aliases,
+            )
+        )
+    return tuple(survivors), len(buffers)
+
+
+def _backward(scenario, name, tape, loss) -> None:
+    if callable(getattr(scenario, "backward", None)):
+        _call(name, "backward", scenario.backward, tape, loss)
+        return
+    _check_loss(name, loss)
+    _call(name, "backward", tape.backward, loss)
+
+
+def _check_loss(name: str, loss) -> None:
+    """The default backward needs a one-element loss that requires grad: say so before Warp does."""
+    if not is_array(loss):
+        raise ScenarioError(
+            f"{name}: forward() returned {type(loss).__name__}, not a wp.array; return the scalar loss array "
+            "(or define backward(tape, output) to seed the tape yourself)"
+        )
+    import warp as wp
+
+    if loss.size != 1 or wp.types.type_length(loss.dtype) != 1:
+        raise ScenarioError(
+            f"{name}: the loss returned by forward() has shape {tuple(loss.shape)} and dtype {_dtype_name(loss.dtype)}; "
+            "the default backward needs a one-element scalar loss: reduce it in a kernel, "
+            "or define backward(tape, output) and call tape.backward(grads=...)"
+        )
+    if not loss.requires_grad:
+        raise ScenarioError(
+            f"{name}: the loss returned by forward() has requires_grad=False; allocate it with requires_grad=True"
+        )
+
+
+def _params(scenario, name: str) -> dict:
+    params = _call(name, "params", scenario.params)
+    if not isinstance(params, Mapping):
+        raise ScenarioError(
+            f"{name}: params() returned {type(params).__name__}; return a dict {{name: wp.array}} of the "
+            "arrays whose gradients to check"
+        )
+    for key, value in params.items():
+        if not is_array(value):
+            raise ScenarioError(
+                f"{name}: params()[{key!r}] is {type(value).__name__}, not a wp.array; "
+                "return only Warp arrays allocated with requires_grad=True"
+            )
+    return dict(params)
+
+
+def _restore(params: dict, snapshots: dict) -> None:
+    import warp as wp
+
+    for key, arr in params.items():
+        snap = snapshots.get(key)
+        if snap is not None and snap.shape == arr.shape and snap.dtype == arr.dtype:
+            wp.copy(arr, snap)
+
+
+def _call(name: str, phase: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        raise ScenarioError(
+            f"{name}: {phase}() raised {type(exc).__name__}: {exc}; fix the scenario (--debug shows the traceback)"
+        ) from exc
+
+
+def _scalar(loss) -> float | None:
+    if is_array(loss) and loss.size == 1:
+        try:
+            return float(loss.numpy().reshape(-1)[0])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)

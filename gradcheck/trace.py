@@ -1,0 +1,70 @@
+"""What the runner observed, pass by pass: the only input the checks see.
+
+Plain frozen data (no Warp objects), so checks are pure functions that tests can feed by hand
+and a report can outlive the arrays it describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ParamPass:
+    """One parameter's gradient as read right after backward on one pass."""
+
+    has_grad: bool  # False: the array has no .grad buffer (requires_grad=False)
+    norm: float  # L2 norm, accumulated in float64
+    max_abs: float
+    nonzero: int
+    nonfinite: int
+    equal_to_first: bool  # same as pass 1 (bitwise on CPU, within `Trace.tolerance` on CUDA)
+    diff_norm: float  # ||g_k - g_1||
+    coef: float  # <g_k, g_1> / <g_1, g_1>: k on pass k for linear accumulation; nan if g_1 is 0
+
+
+@dataclass(frozen=True)
+class ParamTrace:
+    name: str  # key in the scenario's params()
+    subject: str  # path of its gradient as the user's code spells it, e.g. "states[0].joint_q.grad"
+    shape: tuple
+    dtype: str
+    passes: tuple[ParamPass, ...]
+
+    @property
+    def norms(self) -> tuple[float, ...]:
+        return tuple(p.norm for p in self.passes)
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A gradient buffer still nonzero after the scenario's zero step."""
+
+    subject: str
+    reached_via: str  # "kernel argument", "struct field", "array of structs", "tape.gradients", "param"
+    norm: float
+    nonzero: int  # scalar values (a vec3 element counts 3)
+    size: int  # scalar values
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    index: int  # 1-based
+    loss: float | None
+    launches: int
+    audited_buffers: int  # gradient buffers the zero audit looked at
+    survivors: tuple[Survivor, ...]
+
+
+@dataclass(frozen=True)
+class Trace:
+    scenario: str
+    fault: str | None
+    device: str
+    options: Mapping = field(default_factory=dict)
+    params: tuple[ParamTrace, ...] = ()
+    passes: tuple[PassRecord, ...] = ()
+    tolerance: float = 0.0  # relative tolerance behind ParamPass.equal_to_first; 0 means bitwise
+    zero_step: str = "tape.zero()"  # how the gradients were cleared between passes

@@ -1,0 +1,150 @@
+"""Every touch of Warp internals in one place.
+
+gradcheck reads things Warp does not document as public API: tape launch entries, kernel
+argument labels, struct mirrors, array descriptors. Their layout has moved between releases
+(1.19 moved internals to ``warp._src``), so the rest of the package asks this module instead of
+reaching into Warp directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def load_warp():
+    """Import and initialise Warp with its module-load chatter off stdout."""
+    import warp as wp
+
+    if hasattr(wp, "LOG_WARNING") and hasattr(wp.config, "log_level"):
+        wp.config.log_level = wp.LOG_WARNING
+    if hasattr(wp.config, "quiet"):
+        wp.config.quiet = True
+    wp.init()
+    return wp
+
+
+def is_array(value) -> bool:
+    import warp as wp
+
+    return wp.types.is_array(value)
+
+
+def is_struct_instance(value) -> bool:
+    import warp as wp
+
+    return wp.types.is_struct(value) and not isinstance(value, type) and hasattr(value, "_cls")
+
+
+def is_struct_type(dtype) -> bool:
+    """True for the dtype of an array of structs (a ``wp.struct`` class)."""
+    return type(dtype).__name__ == "Struct" and hasattr(dtype, "vars") and hasattr(dtype, "ctype")
+
+
+def is_array_var(var) -> bool:
+    """Struct field annotated as an array (``wp.array(dtype=float)`` or ``wp.array[float]``)."""
+    import warp as wp
+
+    matches = getattr(wp.types, "matches_array_class", None)
+    if matches is None:  # pragma: no cover - very old Warp
+        return is_array(var.type)
+    return matches(var.type, wp.array)
+
+
+def struct_fields(instance):
+    """(name, value, var) for each field of a struct instance."""
+    cls = instance._cls
+    for name, var in cls.vars.items():
+        yield name, getattr(instance, name), var
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    index: int
+    kernel: object
+    inputs: tuple
+    outputs: tuple
+    labels: tuple[str, ...]  # one per input then output
+
+    @property
+    def key(self) -> str:
+        return getattr(self.kernel, "key", str(self.kernel))
+
+
+def kernel_launches(tape):
+    """The tape's kernel launches (``record_func`` callables are skipped)."""
+    for index, entry in enumerate(tape.launches):
+        if callable(entry):
+            continue
+        kernel, inputs, outputs = entry[0], tuple(entry[3]), tuple(entry[4])
+        args = getattr(getattr(kernel, "adj", None), "args", ())
+        labels = tuple(
+            args[i].label if i < len(args) else f"arg{i}" for i in range(len(inputs) + len(outputs))
+        )
+        yield KernelLaunch(index, kernel, inputs, outputs, labels)
+
+
+def tape_gradient_keys(tape):
+    """Arrays and structs the tape knows gradients for (kernel args after backward, record_func arrays)."""
+    return list(getattr(tape, "gradients", {}).keys())
+
+
+@dataclass(frozen=True)
+class ArrayDescriptor:
+    """A raw array descriptor (as stored in a struct record): where data and grad live."""
+
+    data: int
+    grad: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def struct_records(array):
+    """Decode each record of an array of structs into {field: value} with array fields as descriptors.
+
+    Nested struct fields decode recursively. The bytes are copied to the host once.
+    """
+    import numpy as np
+
+    dtype = array.dtype
+    raw = np.ascontiguousarray(array.numpy()).tobytes()
+    size = dtype.ctype and _ctype_size(dtype.ctype)
+    for i in range(array.size):
+        record = dtype.ctype.from_buffer_copy(raw, i * size)
+        yield i, _decode(dtype, record)
+
+
+def _ctype_size(ctype) -> int:
+    import ctypes
+
+    return ctypes.sizeof(ctype)
+
+
+def _decode(struct_type, record) -> dict:
+    out = {}
+    for name, var in struct_type.vars.items():
+        value = getattr(record, name)
+        if is_array_var(var):
+            ndim = int(value.ndim)
+            out[name] = (
+                var,
+                ArrayDescriptor(
+                    data=int(value.data or 0),
+                    grad=int(value.grad or 0),
+                    shape=tuple(int(s) for s in value.shape[:ndim]),
+                    strides=tuple(int(s) for s in value.strides[:ndim]),
+                ),
+            )
+        elif is_struct_type(var.type):
+            out[name] = (var, _decode(var.type, value))
+    return out
+
+
+def view_at(ptr: int, var, descriptor: ArrayDescriptor, device):
+    """A non-owning Warp array over memory at ``ptr`` shaped like ``descriptor``.
+
+    Only call this for pointers known to belong to a live allocation.
+    """
+    import warp as wp
+
+    dtype = getattr(var.type, "dtype", None)
+    return wp.array(ptr=ptr, dtype=dtype, shape=descriptor.shape, strides=descriptor.strides, device=device)
