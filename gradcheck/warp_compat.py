@@ -29,6 +29,13 @@ def is_array(value) -> bool:
     return wp.types.is_array(value)
 
 
+def scalars_per_element(dtype) -> int:
+    """1 for float, 3 for vec3, 9 for mat33."""
+    import warp as wp
+
+    return int(wp.types.type_size(dtype))
+
+
 def is_struct_instance(value) -> bool:
     import warp as wp
 
