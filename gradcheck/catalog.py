@@ -110,6 +110,13 @@ def static_info(source: str, attr: str, default_name: str) -> dict | None:
 def _resolve_target(tree, attr: str, classes: dict):
     if attr in classes:
         return classes[attr]
+    for node in tree.body:  # a factory function whose last statement returns ClassName(...)
+        if isinstance(node, ast.FunctionDef) and node.name == attr and node.body:
+            last = node.body[-1]
+            if isinstance(last, ast.Return) and isinstance(last.value, ast.Call):
+                func = last.value.func
+                if isinstance(func, ast.Name) and func.id in classes:
+                    return classes[func.id]
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
             value = node.value

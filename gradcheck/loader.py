@@ -86,6 +86,11 @@ def check_options(scenario, name: str, options: dict[str, str]) -> None:
 
 def describe_loaded(obj, default_name: str) -> dict:
     """Metadata from an imported scenario object (catalog fallback)."""
+    if not isinstance(obj, type) and callable(obj) and not _is_scenario(obj):
+        try:
+            obj = obj()  # a factory: constructing a scenario must be cheap (setup() does the work)
+        except Exception:
+            pass
     desc = getattr(obj, "description", None) or (inspect.getdoc(obj) or "").strip().split("\n")[0]
     faults = getattr(obj, "faults", None) or {}
     return {

@@ -62,7 +62,9 @@ def run_passes(
                 stats[key].append(record)
             lazy = _LazyNames(scenario, tape, params)
             if not subjects:
-                subjects = {key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()}
+                subjects = {
+                    key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()
+                }
             if callable(getattr(scenario, "after_backward", None)):
                 _call(name, "after_backward", scenario.after_backward)
             if callable(getattr(scenario, "zero", None)):
@@ -203,7 +205,7 @@ def _restore(params: dict, snapshots: dict) -> None:
             wp.copy(arr, snap)
 
 
-def _call(name: str, phase: str, fn, *args, **kwargs):
+def _call(name: str, phase: str, fn, /, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except ScenarioError:

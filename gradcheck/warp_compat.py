@@ -84,9 +84,7 @@ def kernel_launches(tape):
             continue
         kernel, inputs, outputs = entry[0], tuple(entry[3]), tuple(entry[4])
         args = getattr(getattr(kernel, "adj", None), "args", ())
-        labels = tuple(
-            args[i].label if i < len(args) else f"arg{i}" for i in range(len(inputs) + len(outputs))
-        )
+        labels = tuple(args[i].label if i < len(args) else f"arg{i}" for i in range(len(inputs) + len(outputs)))
         yield KernelLaunch(index, kernel, inputs, outputs, labels)
 
 

@@ -87,9 +87,7 @@ class CartPole:
             ]
 
         # a smooth, non-trivial force profile so every control has a gradient of its own
-        self.force_profile = [
-            [0.5 * math.sin(2.0 * math.pi * i / self.steps), 0.0] for i in range(self.steps)
-        ]
+        self.force_profile = [[0.5 * math.sin(2.0 * math.pi * i / self.steps), 0.0] for i in range(self.steps)]
         # under state-in-tape, forward() allocates them again inside the tape (the bug)
         self._allocate_states()
 

@@ -30,9 +30,7 @@ class StructArray:
 
     def setup(self, device, fault=None):
         self.fault = fault
-        self.weights = [
-            wp.array([1.0 + i], dtype=float, device=device, requires_grad=True) for i in range(3)
-        ]
+        self.weights = [wp.array([1.0 + i], dtype=float, device=device, requires_grad=True) for i in range(3)]
         records = []
         for i, w in enumerate(self.weights):
             part = Part()

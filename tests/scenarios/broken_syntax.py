@@ -1,0 +1,4 @@
+"""Test scenario file with a syntax error (bad-input tests)."""
+
+def setup(self device):
+    pass

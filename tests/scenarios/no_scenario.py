@@ -1,0 +1,3 @@
+"""Test module that defines no ``scenario`` attribute (bad-input tests)."""
+
+VALUE = 1

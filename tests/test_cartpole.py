@@ -1,0 +1,69 @@
+"""Acceptance for the cartpole scenario on Newton's SolverFeatherstone (CPU, real kernels)."""
+
+from __future__ import annotations
+
+from conftest import by_check, cli_json, run_scenario
+
+from gradcheck.exit_codes import ExitCode
+from gradcheck.findings import Severity
+
+
+def test_per_step_scratch_20_passes_is_clean_through_the_cli():
+    proc, data = cli_json("run", "cartpole", "--set", "scratch=per-step", "--passes", "20", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    (scenario,) = data["scenarios"]
+    assert scenario["status"] == "ok"
+    assert scenario["findings"] == []
+    assert scenario["passes"] == 20
+    names = {p["name"] for p in scenario["params"]}
+    assert {"states[0].joint_q", "states[0].joint_qd", "controls[0].joint_f", "controls[99].joint_f"} <= names
+    for param in scenario["params"]:
+        assert len(set(param["norms"])) == 1, param  # bitwise identical passes on CPU
+        assert param["norms"][0] > 0
+    assert data["exit_code"] == 0
+
+
+def test_stock_shared_scratch_has_no_accumulation_or_zero_findings():
+    result, report = run_scenario("cartpole", passes=5)
+    assert result.error is None
+    assert result.findings == ()
+    assert report.exit_code == ExitCode.OK
+
+
+def test_per_step_forward_is_bit_identical_to_stock():
+    stock, _ = run_scenario("cartpole", passes=1, steps="30")
+    per_step, _ = run_scenario("cartpole", passes=1, steps="30", scratch="per-step")
+    assert stock.losses == per_step.losses
+
+
+def test_no_zero_accumulates_on_initial_state_and_names_survivors():
+    result, report = run_scenario("cartpole", fault="no-zero", passes=5)
+    accumulation = by_check(result.findings, "accumulation")
+    subjects = {f.subject for f in accumulation}
+    assert {"states[0].joint_q.grad", "states[0].joint_qd.grad"} <= subjects
+    assert all(f.severity == Severity.ERROR for f in accumulation)
+    joint_q = next(f for f in accumulation if f.subject == "states[0].joint_q.grad")
+    assert joint_q.evidence["first_diverging_pass"] == 2
+    assert joint_q.evidence["shape"] in ("drift", "superlinear", "linear")
+
+    survivors = [s for f in by_check(result.findings, "zero-audit") for s in f.evidence["survivors"]]
+    assert any(s.endswith(".joint_qdd.grad") and s.startswith("states[") for s in survivors), survivors
+    assert any(s.endswith(".body_ft_s.grad") and s.startswith("states[") for s in survivors), survivors
+    assert report.exit_code == ExitCode.FINDINGS
+
+
+def test_zero_before_backward_accumulates():
+    result, report = run_scenario("cartpole", fault="zero-before-backward", passes=4)
+    accumulation = by_check(result.findings, "accumulation")
+    assert {"states[0].joint_q.grad", "states[0].joint_qd.grad"} <= {f.subject for f in accumulation}
+    assert report.exit_code == ExitCode.FINDINGS
+
+
+def test_state_in_tape_reports_missing_gradients():
+    result, report = run_scenario("cartpole", fault="state-in-tape", passes=3)
+    missing = by_check(result.findings, "missing-gradient")
+    subjects = {f.subject for f in missing}
+    assert {"states[0].joint_q.grad", "states[0].joint_qd.grad"} <= subjects
+    assert all(f.evidence["kind"] == "all-zero" for f in missing)
+    assert not by_check(result.findings, "accumulation")
+    assert report.exit_code == ExitCode.FINDINGS

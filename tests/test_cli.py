@@ -1,0 +1,112 @@
+"""The CLI surface: --version, list without Warp, JSON on stdout from a cold cache, --output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import SCENARIOS, cli, cli_json
+
+from gradcheck import __version__
+from gradcheck.exit_codes import ExitCode, combine
+from gradcheck.findings import Finding, Severity
+from gradcheck.formats import RENDERERS, OutputFormat
+from gradcheck.report import ScenarioResult
+
+
+def test_version():
+    proc = cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"gradcheck {__version__}"
+
+
+def test_list_imports_neither_warp_nor_newton():
+    code = (
+        "import sys, json\n"
+        "from typer.testing import CliRunner\n"
+        "from gradcheck.cli import app\n"
+        "out = CliRunner().invoke(app, ['list', '--format', 'json'])\n"
+        "assert out.exit_code == 0, out.output\n"
+        "data = json.loads(out.stdout)\n"
+        "print(json.dumps({'names': [d['name'] for d in data], "
+        "'heavy': [m for m in ('warp', 'newton', 'numpy') if m in sys.modules], 'first': data[0]}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout)
+    assert result["heavy"] == []
+    assert "cartpole" in result["names"]
+    cartpole = result["first"]
+    assert set(cartpole) == {"name", "description", "faults", "source"}
+    assert set(cartpole["faults"]) == {"no-zero", "zero-before-backward", "state-in-tape"}
+    assert cartpole["source"] == "built-in"
+
+
+def test_list_table():
+    proc = cli("list")
+    assert proc.returncode == 0
+    assert "cartpole" in proc.stdout and "--fault no-zero" in proc.stdout
+
+
+def test_json_stdout_is_clean_from_a_cold_kernel_cache(tmp_path):
+    """Warp prints 'Module ... load' lines when it compiles; none may reach stdout."""
+    env = {"WARP_CACHE_PATH": str(tmp_path / "cold-cache")}
+    proc, data = cli_json("run", "cartpole", "--set", "steps=3", "--passes", "2", "--device", "cpu", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert data["schema"] == "gradcheck/1"
+    assert data["environment"]["device"] == "cpu"
+    assert data["environment"]["warp"] and data["environment"]["newton"]
+    assert any((tmp_path / "cold-cache").iterdir()), "the run did not use the cold cache"
+    (scenario,) = data["scenarios"]
+    expected = {"name", "fault", "device", "options", "status", "error", "params", "findings"}
+    assert expected <= set(scenario)
+    assert scenario["options"] == {"steps": "3"}
+
+
+def test_output_file_and_table_default(tmp_path):
+    out = tmp_path / "report.json"
+    args = ["run", str(SCENARIOS / "retain_grad.py"), "--fault", "no-zero", "--device", "cpu"]
+    proc = cli(*args, "--format", "json", "--output", str(out))
+    assert proc.returncode == ExitCode.FINDINGS
+    assert proc.stdout == ""
+    data = json.loads(out.read_text())
+    assert {f["check"] for f in data["scenarios"][0]["findings"]} == {"accumulation", "zero-audit"}
+    finding = data["scenarios"][0]["findings"][0]
+    assert set(finding) == {"check", "severity", "subject", "message", "hint", "evidence"}
+
+    proc = cli(*args)
+    assert proc.returncode == ExitCode.FINDINGS
+    assert "accumulation" in proc.stdout and "x.grad" in proc.stdout
+    assert "exit 1" in proc.stdout
+
+
+def test_fail_on_decides_whether_warnings_fail():
+    warning = Finding("zero-audit", Severity.WARNING, "y.grad", "nonzero after tape.zero()", "zero it")
+    result = ScenarioResult(spec="s", name="s", findings=(warning,))
+    assert result.exit_code(Severity.ERROR) == ExitCode.OK
+    assert result.exit_code(Severity.WARNING) == ExitCode.FINDINGS
+    assert result.status == "findings"
+
+
+def test_fail_on_reaches_the_report():
+    args = ["run", str(SCENARIOS / "struct_array.py"), "--device", "cpu", "--format", "json", "--fail-on", "warning"]
+    proc = cli(*args)
+    assert proc.returncode == ExitCode.OK
+    assert json.loads(proc.stdout)["fail_on"] == "warning"
+
+
+def test_unwritable_output_is_a_usage_error(tmp_path):
+    proc = cli("run", "cartpole", "--output", str(tmp_path / "no" / "such" / "dir" / "r.json"))
+    assert proc.returncode == ExitCode.USAGE
+    assert proc.stderr.strip().splitlines()[-1].startswith("gradcheck: error: cannot write --output")
+
+
+def test_every_format_has_a_renderer():
+    assert set(RENDERERS) == set(OutputFormat)
+
+
+def test_exit_code_priority():
+    assert combine([]) == ExitCode.OK
+    assert combine([ExitCode.OK, ExitCode.FINDINGS]) == ExitCode.FINDINGS
+    assert combine([ExitCode.FINDINGS, ExitCode.SCENARIO_ERROR]) == ExitCode.SCENARIO_ERROR
+    assert combine([ExitCode.SCENARIO_ERROR, ExitCode.USAGE]) == ExitCode.USAGE

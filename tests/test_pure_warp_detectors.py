@@ -1,0 +1,75 @@
+"""The detectors on small pure-Warp programs: each fault fires, each clean variant stays silent."""
+
+from __future__ import annotations
+
+import math
+
+from conftest import SCENARIOS, by_check, run_scenario
+
+from gradcheck.checks import accumulation
+from gradcheck.trace import ParamPass, ParamTrace
+
+RETAIN = str(SCENARIOS / "retain_grad.py")
+STRUCTS = str(SCENARIOS / "struct_array.py")
+
+
+def test_retain_grad_clean_is_silent():
+    result, _ = run_scenario(RETAIN, passes=5)
+    assert result.error is None
+    assert result.findings == ()
+
+
+def test_retain_grad_without_zero_is_superlinear():
+    result, _ = run_scenario(RETAIN, fault="no-zero", passes=5)
+    (finding,) = by_check(result.findings, "accumulation")
+    assert finding.subject == "x.grad"
+    assert finding.evidence["shape"] == "superlinear"
+    coefs = finding.evidence["coefficients"]
+    # 1, 3, 6, 10, 15: each backward adds the retained y.grad, which itself grows k× on pass k
+    assert [round(c, 4) for c in coefs] == [1.0, 3.0, 6.0, 10.0, 15.0]
+    survivors = {s for f in by_check(result.findings, "zero-audit") for s in f.evidence["survivors"]}
+    assert {"x.grad", "y.grad"} <= survivors
+    assert "loss.grad" not in survivors  # re-seeded by fill_(1.0) on every backward
+
+
+def test_retained_intermediate_with_params_zeroed_is_linear():
+    result, _ = run_scenario(RETAIN, fault="params-only", passes=4)
+    (finding,) = by_check(result.findings, "accumulation")
+    assert finding.evidence["shape"] == "linear"
+    assert finding.evidence["ratio_last_first"] == 4.0
+    (survivor,) = by_check(result.findings, "zero-audit")
+    assert survivor.subject == "y.grad"
+
+
+def test_gradient_behind_array_of_structs_survives_tape_zero():
+    result, _ = run_scenario(STRUCTS, fault="tape-zero-only", passes=3)
+    (audit,) = by_check(result.findings, "zero-audit")
+    assert audit.evidence["reached_via"] == "array of structs"
+    assert sorted(audit.evidence["survivors"]) == [f"parts[{i}].weight.grad" for i in range(3)]
+    assert audit.evidence["aliases"] == ["weights[2].grad"]
+    assert audit.evidence["first_pass"] == 1
+    (acc,) = by_check(result.findings, "accumulation")
+    assert acc.evidence["shape"] == "linear"
+    assert acc.evidence["affected_count"] == 3
+
+
+def test_array_of_structs_zeroed_by_hand_is_silent():
+    result, _ = run_scenario(STRUCTS, passes=3)
+    assert result.error is None
+    assert result.findings == ()
+
+
+def _trace(norms, coefs, equal=None):
+    passes = tuple(
+        ParamPass(True, n, n, 1, 0, (equal or [True] + [False] * (len(norms) - 1))[i], abs(n - norms[0]), c)
+        for i, (n, c) in enumerate(zip(norms, coefs))
+    )
+    return ParamTrace("p", "p.grad", (1,), "float32", passes)
+
+
+def test_classify_collapse_and_drift():
+    assert accumulation.classify(_trace([2.0, 0.0, 0.0], [1.0, 0.0, 0.0])) == "collapse"
+    assert accumulation.classify(_trace([1.0, 1.5, 0.7], [1.0, 1.5, 0.7])) == "drift"
+    assert accumulation.classify(_trace([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])) == "linear"
+    assert accumulation.classify(_trace([1.0, 3.0, 6.0], [1.0, 3.0, 6.0])) == "superlinear"
+    assert accumulation.classify(_trace([1.0, math.nan, 1.0], [1.0, math.nan, 1.0])) == "drift"
