@@ -7,7 +7,6 @@ zero step can clear them). Norms accumulate in float64.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gradcheck.trace import ParamPass
 
@@ -39,44 +38,76 @@ def equality_tolerance(device: str) -> float:
     return CUDA_RTOL
 
 
-@dataclass
-class FirstPass:
-    """Pass-1 gradient of one parameter, kept on the host for comparison."""
+class GradientReader:
+    """Reads every param's gradient once per pass and compares it with pass 1.
 
-    values: object  # numpy array, native dtype
-    flat64: object  # float64 ravel
-    norm_sq: float
+    All params are read together: one float64 concatenation and a handful of segmented numpy
+    reductions, instead of a dozen numpy calls per param (a 100-step rollout has 102 params and
+    the per-param version cost ~2 ms a pass).
+    """
 
+    def __init__(self, tolerance: float):
+        self.tolerance = tolerance
+        self._layout: tuple | None = None  # (keys, sizes) of pass 1
+        self._first = None  # float64 values of pass 1, concatenated
+        self._first_norm_sq = None
 
-def read_param(array, first: FirstPass | None, tolerance: float) -> tuple[ParamPass, FirstPass | None]:
-    """Stats of ``array.grad`` now, compared with ``first`` (None on pass 1)."""
-    import numpy as np
+    def read(self, params: dict) -> dict[str, ParamPass]:
+        import numpy as np
 
-    grad = getattr(array, "grad", None)
-    if grad is None:
-        return NO_GRAD, first
-    values = np.array(grad.numpy(), copy=True)
-    flat = values.astype(np.float64).ravel()
-    finite = np.isfinite(flat)
-    nonfinite = int(flat.size - np.count_nonzero(finite))
-    norm_sq = float(np.dot(flat, flat))
-    norm = math.sqrt(norm_sq) if math.isfinite(norm_sq) else math.nan
-    max_abs = float(np.max(np.abs(flat))) if flat.size else 0.0
-    nonzero = int(np.count_nonzero(flat))
-    if first is None:
-        first = FirstPass(values, flat, norm_sq)
-        return ParamPass(True, norm, max_abs, nonzero, nonfinite, True, 0.0, 1.0 if norm_sq > 0 else math.nan), first
-    if first.flat64.shape != flat.shape:
-        return ParamPass(True, norm, max_abs, nonzero, nonfinite, False, math.nan, math.nan), first
-    diff = flat - first.flat64
-    diff_norm = float(math.sqrt(float(np.dot(diff, diff)))) if np.all(np.isfinite(diff)) else math.nan
-    if tolerance == 0.0:
-        equal = bool(np.array_equal(values, first.values, equal_nan=True))
-    else:
-        scale = max(math.sqrt(first.norm_sq), 1e-30)
-        equal = bool(diff_norm <= tolerance * scale)
-    coef = float(np.dot(flat, first.flat64) / first.norm_sq) if first.norm_sq > 0 else math.nan
-    return ParamPass(True, norm, max_abs, nonzero, nonfinite, equal, diff_norm, coef), first
+        with_grad = {k: a.grad for k, a in params.items() if getattr(a, "grad", None) is not None}
+        out = {k: NO_GRAD for k in params if k not in with_grad}
+        if not with_grad:
+            return out
+        keys = list(with_grad)
+        chunks = [np.asarray(g.numpy()).reshape(-1) for g in with_grad.values()]
+        sizes = np.fromiter((c.size for c in chunks), dtype=np.int64, count=len(chunks))
+        flat = np.concatenate(chunks, dtype=np.float64) if chunks else np.zeros(0)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        nonempty = sizes > 0
+
+        def segsum(values):
+            sums = np.add.reduceat(values, starts) if values.size else np.zeros(len(keys))
+            return np.where(nonempty, sums, 0)
+
+        norm_sq = segsum(flat * flat)
+        absval = np.abs(flat)
+        max_abs = np.where(nonempty, np.maximum.reduceat(absval, starts), 0.0) if flat.size else np.zeros(len(keys))
+        nonzero = segsum((flat != 0).astype(np.int64))
+        nonfinite = segsum((~np.isfinite(flat)).astype(np.int64))
+        norms = np.where(np.isfinite(norm_sq), np.sqrt(np.where(np.isfinite(norm_sq), norm_sq, 0)), np.nan)
+
+        layout = (tuple(keys), tuple(sizes.tolist()))
+        if self._layout is None:
+            self._layout, self._first, self._first_norm_sq = layout, flat.copy(), norm_sq
+            for n, key in enumerate(keys):
+                coef = 1.0 if norm_sq[n] > 0 else math.nan
+                out[key] = ParamPass(True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), True, 0.0, coef)
+            return out
+
+        if layout != self._layout:  # params changed shape or set since pass 1: nothing to compare
+            for n, key in enumerate(keys):
+                out[key] = ParamPass(True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), False, math.nan, math.nan)
+            return out
+
+        first = self._first
+        diff = flat - first
+        diff_sq = segsum(diff * diff)
+        dot = segsum(flat * first)
+        if self.tolerance == 0.0:  # bitwise (NaN equals NaN): CPU backward is deterministic
+            same = (flat == first) | (np.isnan(flat) & np.isnan(first))
+            equal = segsum((~same).astype(np.int64)) == 0
+        else:
+            scale = np.maximum(np.sqrt(self._first_norm_sq), 1e-30)
+            equal = np.sqrt(diff_sq) <= self.tolerance * scale
+        for n, key in enumerate(keys):
+            fn = self._first_norm_sq[n]
+            coef = float(dot[n] / fn) if fn > 0 else math.nan
+            diff_norm = math.sqrt(diff_sq[n]) if math.isfinite(diff_sq[n]) else math.nan
+            out[key] = ParamPass(
+                True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), bool(equal[n]), diff_norm, coef
+            )
+        return out
 
 
 def nonzero_summary(grad) -> tuple[int, float, int] | None:

@@ -11,10 +11,11 @@ any difference between passes is the program's, not the tool's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 
 from gradcheck.errors import ScenarioError
-from gradcheck.gradients import FirstPass, equality_tolerance, nonzero_summary, read_param
+from gradcheck.gradients import GradientReader, equality_tolerance, nonzero_summary
 from gradcheck.naming import ArrayNames, label_launch_arguments, walk
 from gradcheck.reachability import reachable_gradients
 from gradcheck.trace import ParamPass, ParamTrace, PassRecord, Survivor, Trace
@@ -40,11 +41,12 @@ def run_passes(
         params = _params(scenario, name)
         snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
         tolerance = equality_tolerance(device)
-        firsts: dict[str, FirstPass | None] = dict.fromkeys(params)
+        reader = GradientReader(tolerance)
         stats: dict[str, list[ParamPass]] = {key: [] for key in params}
         subjects: dict[str, str] = {}
         records = []
         for index in range(1, passes + 1):
+            started = time.perf_counter()
             _restore(_params(scenario, name), snapshots)
             tape = wp.Tape()
             with tape:
@@ -52,13 +54,13 @@ def run_passes(
             _backward(scenario, name, tape, loss)
             wp.synchronize_device(device)
             params = _params(scenario, name)
-            for key, arr in params.items():
-                if key not in stats:
-                    raise ScenarioError(
-                        f"{name}: params() returned a new key {key!r} on pass {index}; "
-                        "return the same names on every call"
-                    )
-                record, firsts[key] = read_param(arr, firsts[key], tolerance)
+            unknown = [key for key in params if key not in stats]
+            if unknown:
+                raise ScenarioError(
+                    f"{name}: params() returned a new key {unknown[0]!r} on pass {index}; "
+                    "return the same names on every call"
+                )
+            for key, record in reader.read(params).items():
                 stats[key].append(record)
             lazy = _LazyNames(scenario, tape, params)
             if not subjects:
@@ -67,6 +69,8 @@ def run_passes(
                 }
             if callable(getattr(scenario, "after_backward", None)):
                 _call(name, "after_backward", scenario.after_backward)
+            # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
+            reachable = reachable_gradients(tape, params, lazy)
             if callable(getattr(scenario, "zero", None)):
                 _call(name, "zero", scenario.zero, tape)
             else:
@@ -74,7 +78,7 @@ def run_passes(
             wp.synchronize_device(device)
             # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
             reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
-            survivors = _zero_audit(tape, params, lazy, skip=reseeded)
+            survivors = _zero_audit(reachable, lazy, device, skip=reseeded)
             records.append(
                 PassRecord(
                     index=index,
@@ -82,8 +86,12 @@ def run_passes(
                     launches=len(tape.launches),
                     audited_buffers=survivors[1],
                     survivors=survivors[0],
+                    seconds=time.perf_counter() - started,
                 )
             )
+            # drop this pass's tape before the next forward: a second live tape (thousands of launch
+            # records) makes Python's cyclic GC slower and would bias the user's own timings
+            tape = lazy = loss = reachable = None
             if progress is not None:
                 progress(name, index, passes)
 
@@ -130,16 +138,17 @@ class _LazyNames:
         return self._names
 
 
-def _zero_audit(tape, params, names: _LazyNames, skip=None) -> tuple[tuple[Survivor, ...], int]:
-    buffers = reachable_gradients(tape, params, names)
+def _zero_audit(buffers, names: _LazyNames, device: str, skip=None) -> tuple[tuple[Survivor, ...], int]:
     survivors = []
-    for buffer in buffers:
-        if skip is not None and buffer.grad.ptr == skip.ptr:
+    for i in _nonzero_indices(buffers.grads, device):
+        grad = buffers.grads[i]
+        if skip is not None and grad.ptr == skip.ptr:
             continue
-        found = nonzero_summary(buffer.grad)
+        found = nonzero_summary(grad)
         if found is None:
             continue
         nonzero, norm, size = found
+        buffer = buffers.buffer(i)
         survivors.append(
             Survivor(
                 subject=buffer.subject(names()),
@@ -147,10 +156,20 @@ def _zero_audit(tape, params, names: _LazyNames, skip=None) -> tuple[tuple[Survi
                 norm=norm,
                 nonzero=nonzero,
                 size=size,
-                aliases=buffer.aliases,
+                aliases=tuple(buffer.aliases),
             )
         )
     return tuple(survivors), len(buffers)
+
+
+def _nonzero_indices(grads, device: str) -> list[int]:
+    """Indices of buffers holding any nonzero value: contiguous ones in one kernel launch, the rest on the host."""
+    from gradcheck.kernels import count_nonzero
+
+    contiguous = [i for i, g in enumerate(grads) if g.is_contiguous]
+    others = [i for i, g in enumerate(grads) if not g.is_contiguous]
+    counts = count_nonzero([grads[i] for i in contiguous], device) if contiguous else []
+    return [i for i, c in zip(contiguous, counts) if c] + others
 
 
 def _backward(scenario, name, tape, loss) -> None:

@@ -56,6 +56,7 @@ class PassRecord:
     launches: int
     audited_buffers: int  # gradient buffers the zero audit looked at
     survivors: tuple[Survivor, ...]
+    seconds: float = 0.0  # wall time of the whole pass, audits included (device synchronised)
 
 
 @dataclass(frozen=True)

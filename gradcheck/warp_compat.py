@@ -23,6 +23,24 @@ def load_warp():
     return wp
 
 
+def array_class():
+    """``wp.array``: the class every Warp array (and view) is an instance of."""
+    import warp as wp
+
+    return wp.array
+
+
+def struct_type_class():
+    """The class of ``wp.struct`` types (the dtype of an array of structs)."""
+    import warp as wp
+
+    @wp.struct
+    class _Probe:
+        x: float
+
+    return type(_Probe)
+
+
 def is_array(value) -> bool:
     import warp as wp
 
@@ -34,6 +52,11 @@ def scalars_per_element(dtype) -> int:
     import warp as wp
 
     return int(wp.types.type_size(dtype))
+
+
+def scalar_type(dtype):
+    """float32 for float32, vec3f, mat33f …"""
+    return getattr(dtype, "_wp_scalar_type_", dtype)
 
 
 def is_struct_instance(value) -> bool:

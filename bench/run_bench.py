@@ -1,0 +1,146 @@
+"""Benchmarks P1, P3, P4; writes BENCHMARKS.md. Ratios are measured within one run.
+
+P1  full diagnostics (runner + checks) vs a bare forward+backward loop, cartpole T=100,
+    20 passes, same process, same scenario object; goal <= 1.10x.
+P3  wall time of `gradcheck --help` and `gradcheck list` (fresh processes); goal <= 0.3 s for list.
+P4  warm end-to-end `gradcheck run cartpole` (fresh process, warm kernel cache).
+
+Usage: python bench/run_bench.py [--output BENCHMARKS.md] [--rounds 3] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSES = 20
+STEPS = "100"
+
+
+def bare_loop(scenario, wp, device, passes: int) -> float:
+    """What a user's loop does without gradcheck: restore, tape, forward, backward, read grads, zero."""
+    params = scenario.params()
+    snapshots = {k: wp.clone(v, requires_grad=False) for k, v in params.items()}
+    wp.synchronize_device(device)
+    started = time.perf_counter()
+    for _ in range(passes):
+        for key, arr in params.items():
+            wp.copy(arr, snapshots[key])
+        tape = wp.Tape()
+        with tape:
+            loss = scenario.forward()
+        tape.backward(loss)
+        grads = [arr.grad.numpy().copy() for arr in params.values()]
+        tape.zero()
+        wp.synchronize_device(device)
+    del grads
+    return time.perf_counter() - started
+
+
+def diagnostics_loop(scenario, device, passes: int) -> float:
+    """gradcheck's runner and checks over the same passes; setup() excluded (timed per pass)."""
+    from gradcheck.checks import run_checks
+    from gradcheck.runner import run_passes
+
+    trace = run_passes(scenario, name="cartpole", device=device, passes=passes, options={"steps": STEPS})
+    started = time.perf_counter()
+    findings = run_checks(trace)
+    checks = time.perf_counter() - started
+    assert not findings, findings
+    return sum(p.seconds for p in trace.passes) + checks
+
+
+def p1(device: str, rounds: int) -> dict:
+    from gradcheck.scenarios.cartpole import CartPole
+    from gradcheck.warp_compat import load_warp
+
+    wp = load_warp()
+    scenario = CartPole()
+    with wp.ScopedDevice(device):
+        scenario.setup(device, steps=STEPS)
+        bare_loop(scenario, wp, device, 2)  # warm-up: kernels loaded, caches hot
+    ratios, bares, diags = [], [], []
+    for _ in range(rounds):
+        # bare, diagnostics, bare: the ratio uses the mean of the two bare runs around it, so slow
+        # drifts of the machine (frequency, the other core) cancel
+        with wp.ScopedDevice(device):
+            before = bare_loop(scenario, wp, device, PASSES)
+        diag = diagnostics_loop(scenario, device, PASSES)  # runs setup() again, outside the timed part
+        with wp.ScopedDevice(device):
+            after = bare_loop(scenario, wp, device, PASSES)
+        bare = (before + after) / 2
+        bares.append(bare)
+        diags.append(diag)
+        ratios.append(diag / bare)
+    return {"bare": statistics.median(bares), "diag": statistics.median(diags), "ratio": statistics.median(ratios), "ratios": ratios}
+
+
+def wall(cmd: list[str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(cmd, check=False, capture_output=True, cwd=ROOT)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default=None, help="write the results as Markdown to this file")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+
+    gradcheck = [sys.executable, "-m", "gradcheck"]
+    results = {
+        "help": wall([*gradcheck, "--help"], 5),
+        "list": wall([*gradcheck, "list"], 5),
+        "run": wall([*gradcheck, "run", "cartpole", "--device", args.device], 3),
+    }
+    results["p1"] = p1(args.device, args.rounds)
+    text = render(results, args)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+
+
+def render(r: dict, args) -> str:
+    import warp as wp
+
+    import newton
+
+    p1r = r["p1"]
+    ok = lambda flag: "met" if flag else "**missed**"  # noqa: E731
+    per_pass_bare = 1000 * p1r["bare"] / PASSES
+    per_pass_diag = 1000 * p1r["diag"] / PASSES
+    return f"""# Benchmarks
+
+Measured {datetime.date.today().isoformat()} with `make bench` (`python bench/run_bench.py`), device `{args.device}`,
+{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()},
+warp-lang {wp.__version__}, newton {newton.__version__}. Medians over {args.rounds} rounds; every ratio compares
+two timings taken in the same run.
+
+| id | what | measured | goal | status |
+|----|------|----------|------|--------|
+| P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r['ratio']:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {', '.join(f'{x:.3f}' for x in p1r['ratios'])}) | ≤ 1.10× | {ok(p1r['ratio'] <= 1.10)} |
+| P3 | `gradcheck --help` wall time (new process) | {r['help']:.3f} s | instant | — |
+| P3 | `gradcheck list` wall time (new process, no Warp import) | {r['list']:.3f} s | ≤ 0.3 s | {ok(r['list'] <= 0.3)} |
+| P4 | warm end-to-end `gradcheck run cartpole` (new process, warm kernel cache, 5 passes) | {r['run']:.2f} s | — | — |
+
+The bare loop is what a user's training loop does without gradcheck: restore the params, new tape, forward,
+`tape.backward(loss)`, copy every param gradient to the host, `tape.zero()`. The diagnostics loop is gradcheck's
+runner over the same scenario object (gradient statistics against pass 1, naming, the zero audit of every gradient
+buffer the tape reaches) plus all checks; `setup()` is excluded from both.
+"""
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Warp kernels gradcheck launches itself (imported lazily: this module imports warp).
+
+The zero audit must look at every gradient buffer a tape can reach (thousands for a 100-step
+Newton rollout) on every pass. Reading each one from Python costs microseconds apiece and
+dominated the pass; one launch over a table of (pointer, length) pairs checks them all, on CPU
+or CUDA, and only a count per buffer comes back to the host.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+from gradcheck.warp_compat import scalar_type
+
+_KERNELS: dict = {}
+
+
+def _make_count_nonzero(scalar):
+    def count_nonzero(
+        ptrs: wp.array(dtype=wp.uint64),
+        lengths: wp.array(dtype=wp.int32),
+        counts: wp.array(dtype=wp.int32),
+    ):
+        i = wp.tid()
+        values = wp.array(ptr=ptrs[i], shape=(lengths[i],), dtype=scalar)
+        zero = scalar(0.0)
+        c = int(0)  # noqa: UP018 - Warp needs int(0) to declare a mutable loop variable
+        for j in range(lengths[i]):
+            if values[j] != zero:  # NaN != 0 too: a NaN survivor counts
+                c += 1
+        counts[i] = c
+
+    return wp.kernel(count_nonzero, enable_backward=False, module="unique")
+
+
+def count_nonzero_kernel(scalar):
+    """Kernel counting nonzero scalars in each (ptr, length) buffer of one scalar type."""
+    key = scalar.__name__
+    if key not in _KERNELS:
+        _KERNELS[key] = _make_count_nonzero(scalar)
+    return _KERNELS[key]
+
+
+def count_nonzero(buffers, device) -> list[int]:
+    """Nonzero scalar count of each contiguous wp.array in ``buffers`` (one launch per scalar type)."""
+    import numpy as np
+
+    counts = [0] * len(buffers)
+    groups: dict = {}
+    for index, arr in enumerate(buffers):
+        scalar = scalar_type(arr.dtype)
+        groups.setdefault(scalar, []).append(index)
+    for scalar, indices in groups.items():
+        ptrs = np.fromiter((buffers[i].ptr for i in indices), dtype=np.uint64, count=len(indices))
+        lengths = np.fromiter(
+            (buffers[i].size * wp.types.type_size(buffers[i].dtype) for i in indices), dtype=np.int32, count=len(indices)
+        )
+        out = wp.zeros(len(indices), dtype=wp.int32, device=device)
+        wp.launch(
+            count_nonzero_kernel(scalar),
+            dim=len(indices),
+            inputs=[wp.array(ptrs, dtype=wp.uint64, device=device), wp.array(lengths, dtype=wp.int32, device=device)],
+            outputs=[out],
+            device=device,
+            record_tape=False,
+        )
+        for i, c in zip(indices, out.numpy().tolist()):
+            counts[i] = c
+    return counts
