@@ -80,7 +80,12 @@ def p1(device: str, rounds: int) -> dict:
         bares.append(bare)
         diags.append(diag)
         ratios.append(diag / bare)
-    return {"bare": statistics.median(bares), "diag": statistics.median(diags), "ratio": statistics.median(ratios), "ratios": ratios}
+    return {
+        "bare": statistics.median(bares),
+        "diag": statistics.median(diags),
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+    }
 
 
 def wall(cmd: list[str], repeat: int) -> float:
@@ -113,9 +118,8 @@ def main() -> None:
 
 
 def render(r: dict, args) -> str:
-    import warp as wp
-
     import newton
+    import warp as wp
 
     p1r = r["p1"]
     ok = lambda flag: "met" if flag else "**missed**"  # noqa: E731
@@ -130,10 +134,10 @@ two timings taken in the same run.
 
 | id | what | measured | goal | status |
 |----|------|----------|------|--------|
-| P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r['ratio']:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {', '.join(f'{x:.3f}' for x in p1r['ratios'])}) | ≤ 1.10× | {ok(p1r['ratio'] <= 1.10)} |
-| P3 | `gradcheck --help` wall time (new process) | {r['help']:.3f} s | instant | — |
-| P3 | `gradcheck list` wall time (new process, no Warp import) | {r['list']:.3f} s | ≤ 0.3 s | {ok(r['list'] <= 0.3)} |
-| P4 | warm end-to-end `gradcheck run cartpole` (new process, warm kernel cache, 5 passes) | {r['run']:.2f} s | — | — |
+| P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r["ratio"]:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {", ".join(f"{x:.3f}" for x in p1r["ratios"])}) | ≤ 1.10× | {ok(p1r["ratio"] <= 1.10)} |
+| P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
+| P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
+| P4 | warm end-to-end `gradcheck run cartpole` (new process, warm kernel cache, 5 passes) | {r["run"]:.2f} s | — | — |
 
 The bare loop is what a user's training loop does without gradcheck: restore the params, new tape, forward,
 `tape.backward(loss)`, copy every param gradient to the host, `tape.zero()`. The diagnostics loop is gradcheck's

@@ -82,12 +82,23 @@ class GradientReader:
             self._layout, self._first, self._first_norm_sq = layout, flat.copy(), norm_sq
             for n, key in enumerate(keys):
                 coef = 1.0 if norm_sq[n] > 0 else math.nan
-                out[key] = ParamPass(True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), True, 0.0, coef)
+                out[key] = ParamPass(
+                    True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), True, 0.0, coef
+                )
             return out
 
         if layout != self._layout:  # params changed shape or set since pass 1: nothing to compare
             for n, key in enumerate(keys):
-                out[key] = ParamPass(True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), False, math.nan, math.nan)
+                out[key] = ParamPass(
+                    True,
+                    float(norms[n]),
+                    float(max_abs[n]),
+                    int(nonzero[n]),
+                    int(nonfinite[n]),
+                    False,
+                    math.nan,
+                    math.nan,
+                )
             return out
 
         first = self._first
@@ -105,7 +116,14 @@ class GradientReader:
             coef = float(dot[n] / fn) if fn > 0 else math.nan
             diff_norm = math.sqrt(diff_sq[n]) if math.isfinite(diff_sq[n]) else math.nan
             out[key] = ParamPass(
-                True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), bool(equal[n]), diff_norm, coef
+                True,
+                float(norms[n]),
+                float(max_abs[n]),
+                int(nonzero[n]),
+                int(nonfinite[n]),
+                bool(equal[n]),
+                diff_norm,
+                coef,
             )
         return out
 

@@ -53,7 +53,9 @@ def count_nonzero(buffers, device) -> list[int]:
     for scalar, indices in groups.items():
         ptrs = np.fromiter((buffers[i].ptr for i in indices), dtype=np.uint64, count=len(indices))
         lengths = np.fromiter(
-            (buffers[i].size * wp.types.type_size(buffers[i].dtype) for i in indices), dtype=np.int32, count=len(indices)
+            (buffers[i].size * wp.types.type_size(buffers[i].dtype) for i in indices),
+            dtype=np.int32,
+            count=len(indices),
         )
         out = wp.zeros(len(indices), dtype=wp.int32, device=device)
         wp.launch(
