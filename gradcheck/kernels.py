@@ -45,18 +45,18 @@ def count_nonzero(buffers, device) -> list[int]:
     """Nonzero scalar count of each contiguous wp.array in ``buffers`` (one launch per scalar type)."""
     import numpy as np
 
-    counts = [0] * len(buffers)
-    groups: dict = {}
+    per_dtype: dict = {}
     for index, arr in enumerate(buffers):
-        scalar = scalar_type(arr.dtype)
-        groups.setdefault(scalar, []).append(index)
-    for scalar, indices in groups.items():
-        ptrs = np.fromiter((buffers[i].ptr for i in indices), dtype=np.uint64, count=len(indices))
-        lengths = np.fromiter(
-            (buffers[i].size * wp.types.type_size(buffers[i].dtype) for i in indices),
-            dtype=np.int32,
-            count=len(indices),
-        )
+        per_dtype.setdefault(arr.dtype, []).append(index)
+    groups: dict = {}  # scalar type → [(index, scalars per element)]
+    for dtype, indices in per_dtype.items():
+        width = wp.types.type_size(dtype)
+        groups.setdefault(scalar_type(dtype), []).extend((i, width) for i in indices)
+    counts = np.zeros(len(buffers), dtype=np.int64)
+    for scalar, members in groups.items():
+        indices = [i for i, _ in members]
+        ptrs = np.array([buffers[i].ptr for i in indices], dtype=np.uint64)
+        lengths = np.array([buffers[i].size * width for i, width in members], dtype=np.int32)
         out = wp.zeros(len(indices), dtype=wp.int32, device=device)
         wp.launch(
             count_nonzero_kernel(scalar),
@@ -66,6 +66,5 @@ def count_nonzero(buffers, device) -> list[int]:
             device=device,
             record_tape=False,
         )
-        for i, c in zip(indices, out.numpy().tolist()):
-            counts[i] = c
-    return counts
+        counts[indices] = out.numpy()
+    return counts.tolist()
