@@ -161,7 +161,7 @@ two timings taken in the same run.
 | id | what | measured | goal | status |
 |----|------|----------|------|--------|
 | P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r["ratio"]:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {", ".join(f"{x:.3f}" for x in p1r["ratios"])}) | ≤ 1.10× | {ok(p1r["ratio"] <= 1.10)} |
-| P1′ | the same, with the bare loop also run under `gc.freeze()` (gradcheck's own instrumentation cost alone) | {p1f['ratio']:.3f}× ({1000 * p1f['diag'] / PASSES:.1f} ms vs {1000 * p1f['bare'] / PASSES:.1f} ms per pass) | — | — |
+| P1′ | the same, with the bare loop also run under `gc.freeze()` (gradcheck's own instrumentation cost alone) | {p1f["ratio"]:.3f}× ({1000 * p1f["diag"] / PASSES:.1f} ms vs {1000 * p1f["bare"] / PASSES:.1f} ms per pass) | — | — |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
 | P4 | warm end-to-end `gradcheck run cartpole` (new process, warm kernel cache, 5 passes) | {r["run"]:.2f} s | — | — |

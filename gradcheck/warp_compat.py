@@ -23,6 +23,17 @@ def load_warp():
     return wp
 
 
+def deterministic_atomics() -> bool:
+    """Whether Warp was configured for run-to-run deterministic atomics (1.15+), so CUDA backward is bitwise stable."""
+    import warp as wp
+
+    mode = getattr(wp.config, "deterministic", None)
+    if isinstance(mode, bool):
+        return mode
+    name = str(getattr(mode, "name", mode) or "").lower()
+    return name in ("run_to_run", "gpu_to_gpu")
+
+
 def array_class():
     """``wp.array``: the class every Warp array (and view) is an instance of."""
     import warp as wp

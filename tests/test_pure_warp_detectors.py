@@ -73,3 +73,25 @@ def test_classify_collapse_and_drift():
     assert accumulation.classify(_trace([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])) == "linear"
     assert accumulation.classify(_trace([1.0, 3.0, 6.0], [1.0, 3.0, 6.0])) == "superlinear"
     assert accumulation.classify(_trace([1.0, math.nan, 1.0], [1.0, math.nan, 1.0])) == "drift"
+
+
+def test_unreachable_intermediate_is_named_by_its_kernel_argument():
+    path = str(SCENARIOS / "local_intermediate.py")
+    result, _ = run_scenario(path, fault="no-zero", passes=2)
+    survivors = {s for f in by_check(result.findings, "zero-audit") for s in f.evidence["survivors"]}
+    assert "square.y.grad" in survivors, survivors
+    assert "x.grad" in survivors
+    clean, _ = run_scenario(path, passes=2)
+    assert clean.findings == ()
+
+
+def test_cuda_tolerance_follows_warp_deterministic_mode(monkeypatch):
+    import warp as wp
+
+    from gradcheck.gradients import CUDA_RTOL, equality_tolerance
+
+    assert equality_tolerance("cpu") == 0.0
+    assert equality_tolerance("cuda:0") == CUDA_RTOL  # default: NOT_GUARANTEED, float atomics reorder
+    if hasattr(wp, "DeterministicMode"):
+        monkeypatch.setattr(wp.config, "deterministic", wp.DeterministicMode.RUN_TO_RUN)
+        assert equality_tolerance("cuda:0") == 0.0
