@@ -46,8 +46,9 @@ class GradientReader:
     def __init__(self, tolerance: float):
         self.tolerance = tolerance
         self._layout: tuple | None = None  # (keys, sizes) of pass 1
-        self._first = None  # float64 values of pass 1, concatenated
+        self._first = None  # float64 values of pass 1, concatenated in that layout
         self._first_norm_sq = None
+        self._first_by_key: dict = {}  # key → its pass-1 values, for passes whose layout differs
 
     def read(self, params: dict) -> dict[str, ParamPass]:
         import numpy as np
@@ -59,7 +60,7 @@ class GradientReader:
         keys = list(with_grad)
         chunks = [np.asarray(g.numpy()).reshape(-1) for g in with_grad.values()]
         sizes = np.fromiter((c.size for c in chunks), dtype=np.int64, count=len(chunks))
-        flat = np.concatenate(chunks, dtype=np.float64) if chunks else np.zeros(0)
+        flat = np.concatenate(chunks, dtype=np.float64)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         nonempty = sizes > 0
 
@@ -68,61 +69,58 @@ class GradientReader:
             return np.where(nonempty, sums, 0)
 
         norm_sq = segsum(flat * flat)
-        absval = np.abs(flat)
-        max_abs = np.where(nonempty, np.maximum.reduceat(absval, starts), 0.0) if flat.size else np.zeros(len(keys))
+        max_abs = np.where(nonempty, np.maximum.reduceat(np.abs(flat), starts), 0.0) if flat.size else norm_sq * 0
         nonzero = segsum((flat != 0).astype(np.int64))
         nonfinite = segsum((~np.isfinite(flat)).astype(np.int64))
-        norms = np.where(np.isfinite(norm_sq), np.sqrt(np.where(np.isfinite(norm_sq), norm_sq, 0)), np.nan)
+        norms = np.sqrt(np.where(np.isfinite(norm_sq), norm_sq, np.nan))
 
         layout = (tuple(keys), tuple(sizes.tolist()))
         if self._layout is None:
             self._layout, self._first, self._first_norm_sq = layout, flat.copy(), norm_sq
-            for n, key in enumerate(keys):
-                coef = 1.0 if norm_sq[n] > 0 else math.nan
-                out[key] = ParamPass(
-                    True, float(norms[n]), float(max_abs[n]), int(nonzero[n]), int(nonfinite[n]), True, 0.0, coef
-                )
-            return out
+            self._first_by_key = {k: self._first[a : a + n] for k, a, n in zip(keys, starts, sizes)}
+        first, first_norm_sq, comparable = self._aligned_first(layout, keys, sizes)
 
-        if layout != self._layout:  # params changed shape or set since pass 1: nothing to compare
-            for n, key in enumerate(keys):
-                out[key] = ParamPass(
-                    True,
-                    float(norms[n]),
-                    float(max_abs[n]),
-                    int(nonzero[n]),
-                    int(nonfinite[n]),
-                    False,
-                    math.nan,
-                    math.nan,
-                )
-            return out
-
-        first = self._first
         diff = flat - first
         diff_sq = segsum(diff * diff)
         dot = segsum(flat * first)
         if self.tolerance == 0.0:  # bitwise (NaN equals NaN): CPU backward is deterministic
             same = (flat == first) | (np.isnan(flat) & np.isnan(first))
-            equal = segsum((~same).astype(np.int64)) == 0
+            equal = (segsum((~same).astype(np.int64)) == 0) & comparable
         else:
-            scale = np.maximum(np.sqrt(self._first_norm_sq), 1e-30)
-            equal = np.sqrt(diff_sq) <= self.tolerance * scale
+            scale = np.maximum(np.sqrt(first_norm_sq), 1e-30)
+            equal = (np.sqrt(diff_sq) <= self.tolerance * scale) & comparable
+        with np.errstate(divide="ignore", invalid="ignore"):
+            coef = np.where((first_norm_sq > 0) & comparable, dot / first_norm_sq, np.nan)
+        diff_norm = np.where(comparable, np.sqrt(np.where(np.isfinite(diff_sq), diff_sq, np.nan)), np.nan)
         for n, key in enumerate(keys):
-            fn = self._first_norm_sq[n]
-            coef = float(dot[n] / fn) if fn > 0 else math.nan
-            diff_norm = math.sqrt(diff_sq[n]) if math.isfinite(diff_sq[n]) else math.nan
             out[key] = ParamPass(
-                True,
-                float(norms[n]),
-                float(max_abs[n]),
-                int(nonzero[n]),
-                int(nonfinite[n]),
-                bool(equal[n]),
-                diff_norm,
-                coef,
+                has_grad=True,
+                norm=float(norms[n]),
+                max_abs=float(max_abs[n]),
+                nonzero=int(nonzero[n]),
+                nonfinite=int(nonfinite[n]),
+                equal_to_first=bool(equal[n]),
+                diff_norm=float(diff_norm[n]),
+                coef=float(coef[n]),
             )
         return out
+
+    def _aligned_first(self, layout, keys, sizes):
+        """Pass-1 values laid out like this pass, and which params can be compared at all."""
+        import numpy as np
+
+        if layout == self._layout:
+            return self._first, self._first_norm_sq, np.ones(len(keys), dtype=bool)
+        # a param lost or changed its gradient buffer since pass 1: align what is comparable, NaN the rest
+        parts, comparable = [], []
+        for key, size in zip(keys, sizes):
+            values = self._first_by_key.get(key)
+            ok = values is not None and values.size == size
+            parts.append(values if ok else np.full(int(size), np.nan))
+            comparable.append(ok)
+        first = np.concatenate(parts) if parts else np.zeros(0)
+        first_norm_sq = np.array([float(np.dot(p, p)) if ok else np.nan for p, ok in zip(parts, comparable)])
+        return first, first_norm_sq, np.array(comparable, dtype=bool)
 
 
 def nonzero_summary(grad) -> tuple[int, float, int] | None:
