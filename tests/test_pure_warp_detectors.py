@@ -116,3 +116,17 @@ def test_gradient_reader_compares_per_param_when_the_param_set_changes():
     b.grad.fill_(4.0)
     third = reader.read({"a": a, "b": b})
     assert not third["b"].equal_to_first and third["b"].coef == 2.0
+
+
+def test_nested_struct_field_gradients_are_audited_and_named():
+    path = str(SCENARIOS / "struct_fields.py")
+    clean, _ = run_scenario(path, passes=3)
+    assert clean.error is None and clean.findings == ()
+    assert all(p.norms[0] > 0 for p in clean.params)
+
+    result, _ = run_scenario(path, fault="no-zero", passes=3)
+    audits = by_check(result.findings, "zero-audit")
+    survivors = {s for f in audits for s in f.evidence["survivors"]}
+    assert {"scale.grad", "thickness.grad", "weights.grad"} <= survivors, survivors
+    assert {f.evidence["reached_via"] for f in audits} == {"struct field"}
+    assert {f.evidence["shape"] for f in by_check(result.findings, "accumulation")} == {"linear"}
