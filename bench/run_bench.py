@@ -113,6 +113,32 @@ def p1(device: str, rounds: int, freeze: bool = False) -> dict:
     }
 
 
+def struct_audit_cost(device: str, repeat: int = 3) -> dict:
+    """S1: walk + tape scan + struct audit over 10,000 array fields and 10,000 launches."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from struct_tree import FIELDS, StructTree
+
+    from gradcheck.allocations import AllocationLedger
+    from gradcheck.naming import walk
+    from gradcheck.reachability import launch_arguments
+    from gradcheck.struct_audit import StructAuditor
+    from gradcheck.warp_compat import is_struct_instance
+
+    with AllocationLedger() as ledger:
+        tree = StructTree(cells=10_000 // FIELDS, launches=10_000, device=device)
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            args = launch_arguments(tree.tape)
+            names = walk(tree)
+            roots = [(names.structs.get(id(v), ("?", v))[0], v, True) for v in args.values() if is_struct_instance(v)]
+            roots += [(path, obj, False) for path, obj in names.structs.values()]
+            issues = StructAuditor(names, ledger).audit(roots)
+            times.append(time.perf_counter() - started)
+    assert not issues, issues[:3]
+    return {"seconds": statistics.median(times), "fields": 10_000, "launches": len(tree.tape.launches)}
+
+
 def wall(cmd: list[str], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -135,6 +161,7 @@ def main() -> None:
         "list": wall([*gradcheck, "list"], 5),
         "run": wall([*gradcheck, "run", "cartpole", "--device", args.device], 3),
     }
+    results["s1"] = struct_audit_cost(args.device)
     results["p1"] = p1(args.device, args.rounds)
     results["p1_frozen"] = p1(args.device, args.rounds, freeze=True)
     text = render(results, args)
@@ -162,6 +189,7 @@ two timings taken in the same run.
 |----|------|----------|------|--------|
 | P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r["ratio"]:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {", ".join(f"{x:.3f}" for x in p1r["ratios"])}) | ≤ 1.10× | {ok(p1r["ratio"] <= 1.10)} |
 | P1′ | the same, with the bare loop also run under `gc.freeze()` (gradcheck's own instrumentation cost alone) | {p1f["ratio"]:.3f}× ({1000 * p1f["diag"] / PASSES:.1f} ms vs {1000 * p1f["bare"] / PASSES:.1f} ms per pass) | — | — |
+| S1 | struct audit (tape scan + scenario walk + mirror/record checks) over {r["s1"]["fields"]:,} struct array fields and a tape of {r["s1"]["launches"]:,} launches | {r["s1"]["seconds"]:.3f} s | < 0.5 s | {ok(r["s1"]["seconds"] < 0.5)} |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
 | P4 | warm end-to-end `gradcheck run cartpole` (new process, warm kernel cache, 5 passes) | {r["run"]:.2f} s | — | — |

@@ -25,6 +25,8 @@ class ArrayNames:
     by_id: dict[int, str] = field(default_factory=dict)
     by_ptr: dict[int, tuple[str, object]] = field(default_factory=dict)  # ptr → (path, array)
     arrays: list = field(default_factory=list)  # keeps every named array alive, so ids stay valid
+    structs: dict[int, tuple[str, object]] = field(default_factory=dict)  # id → (path, struct instance)
+    _spans: list | None = None  # sorted (start, end, path, array) for interior pointers
 
     def add(self, array, path: str) -> None:
         key = id(array)
@@ -42,6 +44,30 @@ class ArrayNames:
     def at(self, ptr: int):
         """(path, array) of the named array whose memory starts at ``ptr``, or None."""
         return self.by_ptr.get(ptr)
+
+    def covering(self, ptr: int):
+        """(path, array) of a named array whose memory contains ``ptr`` (views included), or None."""
+        import bisect
+
+        exact = self.by_ptr.get(ptr)
+        if exact is not None:
+            return exact
+        if self._spans is None:
+            spans = []
+            for path, array in self.by_ptr.values():
+                size = max(int(getattr(array, "capacity", 0) or 0), 1)
+                spans.append((array.ptr, array.ptr + size, path, array))
+            spans.sort(key=lambda s: s[0])
+            self._spans = spans
+        i = bisect.bisect_right(self._spans, ptr, key=lambda s: s[0]) - 1
+        for j in range(i, max(i - 64, -1), -1):  # views nest inside their parent: look back a little
+            start, end, path, array = self._spans[j]
+            if start <= ptr < end:
+                return path, array
+        return None
+
+    def add_struct(self, instance, path: str) -> None:
+        self.structs.setdefault(id(instance), (path, instance))
 
 
 def walk(root) -> ArrayNames:
@@ -65,6 +91,8 @@ def walk(root) -> ArrayNames:
         if isinstance(obj, _ATOMS) or id(obj) in seen or depth > MAX_DEPTH:
             continue
         seen.add(id(obj))
+        if is_struct(obj):
+            names.add_struct(obj, path)
         for child_path, child in _children(obj, path, is_struct):
             queue.append((child, child_path, depth + 1))
     return names

@@ -80,6 +80,18 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         findings=findings,
         seconds=time.perf_counter() - started,
         losses=tuple(p.loss for p in trace.passes),
+        notes=_notes(trace),
+    )
+
+
+def _notes(trace: Trace) -> tuple[str, ...]:
+    skipped: dict[str, list[int]] = {}
+    for record in trace.passes:
+        if record.backward_skipped:
+            skipped.setdefault(record.backward_skipped, []).append(record.index)
+    return tuple(
+        f"backward not launched on pass(es) {', '.join(map(str, passes))}: {reason}"
+        for reason, passes in skipped.items()
     )
 
 
@@ -105,6 +117,7 @@ def _param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[Param
             flagged.setdefault(subject, [])
             if f.check not in flagged[subject]:
                 flagged[subject].append(f.check)
+    no_backward = bool(trace.passes) and all(r.backward_skipped for r in trace.passes)
     return tuple(
         ParamSummary(
             name=p.name,
@@ -112,7 +125,7 @@ def _param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[Param
             shape=p.shape,
             dtype=p.dtype,
             norms=p.norms,
-            verdict=", ".join(flagged.get(p.subject, [])) or "ok",
+            verdict=", ".join(flagged.get(p.subject, [])) or ("backward not run" if no_backward else "ok"),
         )
         for p in trace.params
     )

@@ -64,10 +64,22 @@ class Reachable:
         if i >= len(self._owners):
             return self._others[i - len(self._owners)]
         owner = self._owners[i]
-        return GradBuffer(self.grads[i], _LaunchLabel(self._launches, owner, ".grad"), "kernel argument")
+        return GradBuffer(self.grads[i], LaunchLabel(self._launches, owner, ".grad"), "kernel argument")
 
 
-def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames]) -> Reachable:
+def launch_arguments(tape) -> dict[int, object]:
+    """id → value of every distinct kernel argument on the tape.
+
+    Kernel launches are lists; record_func entries are callables. Two comprehensions rather than one
+    over chain(inputs, outputs): a chain object per launch is 1,600 tracked allocations a pass.
+    """
+    launches = tape.launches
+    unique = {id(v): v for entry in launches if entry.__class__ is list for v in entry[3]}
+    unique.update({id(v): v for entry in launches if entry.__class__ is list for v in entry[4]})
+    return unique
+
+
+def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], unique: dict | None = None) -> Reachable:
     """Unique gradient buffers (by address) reachable from the tape and the params.
 
     ``names`` is called only when a buffer can be reached by address alone (records of an array
@@ -117,17 +129,15 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames]) -> 
                 if buffer is not None:
                     buffer.aliases.append(alias)
 
-    # kernel launches are lists; record_func entries are callables. Two comprehensions rather than
-    # one over chain(inputs, outputs): a chain object per launch is 1,600 tracked allocations a pass.
-    unique = {id(v): v for entry in launches if entry.__class__ is list for v in entry[3]}
-    unique.update({id(v): v for entry in launches if entry.__class__ is list for v in entry[4]})
+    if unique is None:
+        unique = launch_arguments(tape)
     for value in unique.values():
         if value.__class__ is array_type and value.dtype.__class__ is not struct_class:
             grad = value.grad
             if grad is not None and grad.ptr:
                 plain.setdefault(grad.ptr << 64 | grad.size, value)
         elif isinstance(value, array_type) or is_struct_instance(value):
-            visit(value, _LaunchLabel(launches, value), "kernel argument")
+            visit(value, LaunchLabel(launches, value), "kernel argument")
     for key in [k for k in tape_gradient_keys(tape) if id(k) not in unique]:
         visit(key, lambda: "tape.gradients", "tape.gradients")
     for name, array in params.items():
@@ -142,7 +152,7 @@ def _suffix(label: Callable[[], str], text: str) -> Callable[[], str]:
     return lambda: label() + text
 
 
-class _LaunchLabel:
+class LaunchLabel:
     """``kernel.argument`` label of the first launch that used ``value``, found only when needed."""
 
     __slots__ = ("launches", "value", "suffix")

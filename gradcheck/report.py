@@ -58,6 +58,7 @@ class ScenarioResult:
     traceback: str | None = None  # only filled with --debug
     seconds: float = 0.0
     losses: tuple[float | None, ...] = ()
+    notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
 
     @property
     def status(self) -> str:
@@ -84,6 +85,7 @@ class ScenarioResult:
             "passes": self.passes,
             "seconds": round(self.seconds, 3),
             "losses": [_json_float(x) for x in self.losses],
+            "notes": list(self.notes),
             "params": [p.to_dict() for p in self.params],
             "findings": [f.to_dict() for f in self.findings],
         }

@@ -16,12 +16,24 @@ import gc
 import time
 from collections.abc import Callable, Mapping
 
+from gradcheck.allocations import AllocationLedger
 from gradcheck.errors import ScenarioError
 from gradcheck.gradients import GradientReader, equality_tolerance, nonzero_summary
 from gradcheck.naming import ArrayNames, label_launch_arguments, walk
-from gradcheck.reachability import reachable_gradients
-from gradcheck.trace import ParamPass, ParamTrace, PassRecord, Survivor, Trace
-from gradcheck.warp_compat import is_array, load_warp, scalars_per_element
+from gradcheck.reachability import LaunchLabel, launch_arguments, reachable_gradients
+from gradcheck.struct_audit import Observation, StructAuditor
+from gradcheck.trace import ParamPass, ParamTrace, PassRecord, PointerIssue, Survivor, Trace
+from gradcheck.warp_compat import (
+    array_class,
+    is_array,
+    is_array_var,
+    is_struct_instance,
+    is_struct_type,
+    load_warp,
+    scalars_per_element,
+    struct_fields,
+    struct_records,
+)
 
 Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
 
@@ -35,19 +47,28 @@ def run_passes(
     fault: str | None = None,
     options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    ledger: AllocationLedger | None = None,
 ) -> Trace:
+    """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
+    (tests pass a quarantining one); by default one is installed around setup and the passes."""
     wp = load_warp()
     options = dict(options or {})
     tolerance = equality_tolerance(device)
-    with wp.ScopedDevice(device):
-        _call(name, "setup", scenario.setup, device, fault=fault, **options)
-        params = _params(scenario, name)
-        snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
-        with _frozen_heap():
-            loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), progress)
-            for index in range(1, passes + 1):
-                loop.run_pass(index, passes)
-        params = _params(scenario, name)
+    own_ledger = ledger is None
+    ledger = ledger or AllocationLedger().install()
+    try:
+        with wp.ScopedDevice(device):
+            _call(name, "setup", scenario.setup, device, fault=fault, **options)
+            params = _params(scenario, name)
+            snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
+            with _frozen_heap():
+                loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
+                for index in range(1, passes + 1):
+                    loop.run_pass(index, passes)
+            params = _params(scenario, name)
+    finally:
+        if own_ledger:
+            ledger.uninstall()
 
     param_traces = tuple(
         ParamTrace(
@@ -94,9 +115,10 @@ def _frozen_heap():
 class _PassLoop:
     """State carried from pass to pass: pass-1 gradients, per-param stats, records."""
 
-    def __init__(self, scenario, name, device, snapshots, reader: GradientReader, progress):
+    def __init__(self, scenario, name, device, snapshots, reader: GradientReader, ledger, progress):
         self.scenario, self.name, self.device = scenario, name, device
-        self.snapshots, self.reader, self.progress = snapshots, reader, progress
+        self.snapshots, self.reader, self.ledger, self.progress = snapshots, reader, ledger, progress
+        self.watch_structs: bool | None = None  # decided on pass 1: re-walk for structs on every pass?
         self.stats: dict[str, list[ParamPass]] = {key: [] for key in snapshots}
         self.subjects: dict[str, str] = {}
         self.records: list[PassRecord] = []
@@ -110,7 +132,18 @@ class _PassLoop:
         tape = wp.Tape()
         with tape:
             loss = _call(name, "forward", scenario.forward)
-        _backward(scenario, name, tape, loss)
+        args = launch_arguments(tape)
+        lazy = _LazyNames(scenario, tape, _params(scenario, name))
+        # struct mirrors and records are judged before backward: a dangling pointer must never be written
+        observations = self._audit_pointers(args, lazy, index == 1)
+        dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
+        skipped = None
+        if dangling:
+            skipped = f"dangling adjoint pointer at {dangling[0].subject}" + (
+                f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+            )
+        else:
+            _backward(scenario, name, tape, loss)
         wp.synchronize_device(device)
         params = _params(scenario, name)
         unknown = [key for key in params if key not in self.stats]
@@ -120,7 +153,6 @@ class _PassLoop:
             )
         for key, record in self.reader.read(params).items():
             self.stats[key].append(record)
-        lazy = _LazyNames(scenario, tape, params)
         if not self.subjects:
             self.subjects = {
                 key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()
@@ -128,7 +160,7 @@ class _PassLoop:
         if callable(getattr(scenario, "after_backward", None)):
             _call(name, "after_backward", scenario.after_backward)
         # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
-        reachable = reachable_gradients(tape, params, lazy)
+        reachable = reachable_gradients(tape, params, lazy, args)
         if callable(getattr(scenario, "zero", None)):
             _call(name, "zero", scenario.zero, tape)
         else:
@@ -137,6 +169,7 @@ class _PassLoop:
         # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
         reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
         survivors, audited = _zero_audit(reachable, lazy, device, skip=reseeded)
+        pointer_issues = tuple(_finish(o) for o in observations)
         self.records.append(
             PassRecord(
                 index=index,
@@ -145,10 +178,84 @@ class _PassLoop:
                 audited_buffers=audited,
                 survivors=survivors,
                 seconds=time.perf_counter() - started,
+                pointer_issues=pointer_issues,
+                backward_skipped=skipped,
             )
         )
         if self.progress is not None:
             self.progress(name, index, passes)
+
+    def _audit_pointers(self, args: dict, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
+        """Stale and dangling pointers in the structs the tape uses and, when they matter, the scenario's."""
+        tape_roots = [v for v in args.values() if is_struct_instance(v) or _is_struct_array(v)]
+        if not tape_roots and not first_pass and not self.watch_structs:
+            return []
+        names = lazy()
+        scenario_roots = [(path, obj, False) for path, obj in names.structs.values()]
+        scenario_roots += [(names.name(a), a, False) for a in names.arrays if _is_struct_array(a)]
+        if first_pass:
+            self.watch_structs = bool(tape_roots) or any(_gradient_relevant(obj) for _, obj, _ in scenario_roots)
+        roots = [(_root_name(v, names, args, lazy), v, True) for v in tape_roots] + scenario_roots
+        return StructAuditor(names, self.ledger).audit(roots)
+
+
+def _finish(observation: Observation) -> PointerIssue:
+    """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
+    norm = None
+    if observation.owner_array is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused"):
+        found = nonzero_summary(observation.owner_array)
+        norm = found[1] if found is not None else 0.0
+    return PointerIssue(
+        check=observation.check,
+        kind=observation.kind,
+        subject=observation.subject,
+        mirror=observation.mirror,
+        live=observation.live,
+        in_tape=observation.in_tape,
+        owner=observation.owner,
+        source=observation.source,
+        orphan_norm=norm,
+        detail=observation.detail,
+    )
+
+
+def _is_struct_array(value) -> bool:
+    return isinstance(value, array_class()) and is_struct_type(value.dtype)
+
+
+def _gradient_relevant(obj) -> bool:
+    """Does a struct instance or array of structs carry any gradient pointer (mirror or live)?"""
+    if _is_struct_array(obj):
+        return any(_record_has_grad(record) for _, record in struct_records(obj))
+    mirror = obj._ctype
+    for name, value, var in struct_fields(obj):
+        if is_array_var(var):
+            if int(getattr(mirror, name).grad or 0) or (value is not None and value.grad is not None):
+                return True
+        elif is_struct_instance(value) and _gradient_relevant(value):
+            return True
+    return False
+
+
+def _record_has_grad(record: dict) -> bool:
+    for _var, value in record.values():
+        if isinstance(value, dict):
+            if _record_has_grad(value):
+                return True
+        elif getattr(value, "grad", 0):
+            return True
+    return False
+
+
+def _root_name(value, names: ArrayNames, args: dict, lazy) -> str:
+    found = names.structs.get(id(value))
+    if found is not None:
+        return found[0]
+    return names.name(value) or _launch_label_for(value, lazy)
+
+
+def _launch_label_for(value, lazy) -> str:
+    return LaunchLabel(lazy.tape.launches, value)()
 
 
 class _LazyNames:
@@ -156,6 +263,7 @@ class _LazyNames:
 
     def __init__(self, scenario, tape, params):
         self._args = (scenario, tape, params)
+        self.tape = tape
         self._names: ArrayNames | None = None
 
     def __call__(self) -> ArrayNames:

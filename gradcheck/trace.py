@@ -50,6 +50,26 @@ class Survivor:
 
 
 @dataclass(frozen=True)
+class PointerIssue:
+    """A struct mirror or array-of-structs record whose pointer disagrees with the live array.
+
+    Found before backward. ``stale-adjoint`` issues send gradients to the wrong buffer;
+    ``dangling-adjoint`` issues would make backward write into memory no array owns any more.
+    """
+
+    check: str  # "stale-adjoint" | "dangling-adjoint"
+    kind: str  # orphan-grad | replaced-grad | null-grad | stale-data | nested-copy | freed | reused | unknown
+    subject: str  # "model.geo.scale.grad", "parts[0].weight.grad"
+    mirror: int  # pointer held by the mirror / record
+    live: int  # pointer the live array holds (0: none)
+    in_tape: bool  # the struct is an argument of a launch on this pass's tape
+    owner: str | None = None  # array that owns the mirror's memory now (orphan buffer, unrelated array)
+    source: str | None = None  # nested-copy: the instance the copy was taken from
+    orphan_norm: float | None = None  # norm of the buffer backward really writes, read after the zero step
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class PassRecord:
     index: int  # 1-based
     loss: float | None
@@ -57,6 +77,8 @@ class PassRecord:
     audited_buffers: int  # gradient buffers the zero audit looked at
     survivors: tuple[Survivor, ...]
     seconds: float = 0.0  # wall time of the whole pass, audits included (device synchronised)
+    pointer_issues: tuple[PointerIssue, ...] = ()
+    backward_skipped: str | None = None  # why backward was not launched on this pass
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,18 @@
 """The check registry: one module per check, one line each below.
 
 A check module defines ``NAME``, ``SUMMARY`` and ``check(trace) -> tuple[Finding, ...]``; it reads
-only the Trace (plain data), never Warp objects.
+only the Trace (plain data), never Warp objects. (``pointer_issues`` is a helper, not a check.)
 """
 
 from __future__ import annotations
 
-from gradcheck.checks import accumulation, missing_gradient, zero_audit
+from gradcheck.checks import accumulation, dangling_adjoint, missing_gradient, stale_adjoint, zero_audit
 from gradcheck.findings import Finding
 from gradcheck.trace import Trace
 
 REGISTRY = (
+    dangling_adjoint,
+    stale_adjoint,
     accumulation,
     zero_audit,
     missing_gradient,

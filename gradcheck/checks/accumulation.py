@@ -31,8 +31,8 @@ _SHAPES = {
 
 
 def check(trace: Trace) -> tuple[Finding, ...]:
-    if len(trace.passes) < 2:
-        return ()
+    if len(trace.passes) < 2 or any(r.backward_skipped for r in trace.passes):
+        return ()  # passes without backward are not comparable; dangling-adjoint reports why they were skipped
     affected = [p for p in trace.params if _first_divergence(p) is not None]
     family_sizes: dict[str, int] = {}
     for p in trace.params:

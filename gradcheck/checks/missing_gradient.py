@@ -20,9 +20,10 @@ _ALL_ZERO = "all-zero"
 
 
 def check(trace: Trace) -> tuple[Finding, ...]:
-    if not trace.passes:
-        return ()
-    kinds = {p.name: _kind(p) for p in trace.params}
+    ran = [i for i, r in enumerate(trace.passes) if not r.backward_skipped]
+    if not ran:
+        return ()  # backward never ran (dangling-adjoint says why): absent gradients prove nothing
+    kinds = {p.name: _kind(p, ran) for p in trace.params}
     sizes: dict[str, int] = {}
     for p in trace.params:
         sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
@@ -30,29 +31,30 @@ def check(trace: Trace) -> tuple[Finding, ...]:
     for kind in (_NO_BUFFER, _ALL_ZERO):
         missing = [p for p in trace.params if kinds[p.name] == kind]
         for fam, members in group_by_family(missing, key=lambda p: p.name).items():
-            findings.append(_finding(trace, kind, fam, members, sizes[fam]))
+            findings.append(_finding(trace, kind, fam, members, sizes[fam], ran))
     return tuple(findings)
 
 
-def _kind(param: ParamTrace) -> str | None:
-    if any(not p.has_grad for p in param.passes):
+def _kind(param: ParamTrace, ran: list[int]) -> str | None:
+    passes = [param.passes[i] for i in ran if i < len(param.passes)]
+    if any(not p.has_grad for p in passes):
         return _NO_BUFFER
-    if all(p.norm == 0 for p in param.passes):
+    if all(p.norm == 0 for p in passes):
         return _ALL_ZERO
     return None
 
 
-def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int) -> Finding:
+def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int, ran: list[int]) -> Finding:
     first = members[0]
     who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}: "
     if kind == _NO_BUFFER:
         message = f"{who}no gradient buffer (.grad is None)"
         hint = "allocate the array with requires_grad=True before building anything that uses it"
     else:
-        message = f"{who}gradient is exactly zero on all {len(trace.passes)} passes"
+        message = f"{who}gradient is exactly zero on every pass backward ran ({len(ran)})"
         hint = (
-            "read the array under the tape; create states/controls outside the tape "
-            "(Model.state() inside it sends the gradient to model.joint_q.grad)"
+            "read the array under the tape, after it got its final .grad; create Newton states/controls outside "
+            "the tape (Model.state() inside it sends the gradient to model.joint_q.grad); see stale-adjoint findings"
         )
     return Finding(
         check=NAME,

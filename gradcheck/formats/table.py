@@ -66,6 +66,8 @@ def _scenario(console, result) -> None:
             console.print(result.traceback, markup=False)
         return
     console.print(f"{result.passes} passes on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
+    for note in result.notes:
+        console.print(f"[bold yellow]note:[/] {_escape(note)}")
 
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)

@@ -1,0 +1,68 @@
+"""dangling-adjoint: a pointer in a struct mirror or array-of-structs record that no live array owns.
+
+An array of structs copies array descriptors into its records and keeps no reference to the
+arrays: once a gradient buffer they point at is released, backward writes into freed memory (a
+use-after-free), or, when the allocator has handed the address to a new array, silently into
+that array. The runner checks before backward and does not launch backward on a pass where a
+struct used by the tape holds such a pointer.
+"""
+
+from __future__ import annotations
+
+from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
+from gradcheck.findings import Finding, Severity
+from gradcheck.trace import Trace
+
+NAME = "dangling-adjoint"
+SUMMARY = "no struct mirror or array-of-structs record may point at freed or foreign memory"
+
+_CONFIDENCE = {
+    "freed": "high: the allocation ledger saw this memory freed during the run",
+    "reused": "high: the address now belongs to another live array",
+    "unknown": (
+        "medium: no live Warp allocation covers this address; an allocation made before gradcheck started "
+        "watching, or an address already reused, could hide or mimic a dangling pointer"
+    ),
+}
+
+
+def check(trace: Trace) -> tuple[Finding, ...]:
+    return tuple(_finding(trace, s) for s in sightings(trace, NAME))
+
+
+def _finding(trace: Trace, s: Sighting) -> Finding:
+    issue = s.first
+    skipped = [r.index for r in trace.passes if r.backward_skipped]
+    if s.in_tape and skipped:
+        consequence = f"backward was not launched on pass(es) {_ranges(skipped)}, so nothing was written there"
+    elif s.in_tape:
+        consequence = "a kernel on the tape uses it"
+    else:
+        consequence = "no kernel on the tape uses this instance"
+    owner = f" (now owned by {issue.owner})" if issue.owner else ""
+    return Finding(
+        check=NAME,
+        severity=Severity.ERROR,
+        subject=issue.subject,
+        message=f"pointer {pointer(issue.mirror)}{owner}: {issue.detail}; {consequence}",
+        hint=(
+            "keep every array an array of structs points at (and its .grad) alive while it is used, and rebuild "
+            "the array of structs after changing requires_grad or .grad"
+        ),
+        evidence={
+            "kind": issue.kind,
+            "pointer": pointer(issue.mirror),
+            "owner": issue.owner,
+            "in_tape": issue.in_tape,
+            "passes": s.passes,
+            "backward_skipped_passes": skipped if s.in_tape else [],
+            "confidence": _CONFIDENCE.get(issue.kind, _CONFIDENCE["unknown"]),
+            "also_seen_at": s.aliases,
+        },
+    )
+
+
+def _ranges(indices: list[int]) -> str:
+    if len(indices) > 2 and indices == list(range(indices[0], indices[-1] + 1)):
+        return f"{indices[0]}–{indices[-1]}"
+    return ", ".join(str(i) for i in indices)

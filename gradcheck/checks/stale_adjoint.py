@@ -1,0 +1,73 @@
+"""stale-adjoint: a struct mirror whose pointer disagrees with the live array it was assigned from.
+
+Kernels see a struct's ctypes mirror, which Warp fills when a field is assigned and never
+refreshes. After ``arr.requires_grad = False`` the gradient flows into the old buffer (an orphan
+``tape.zero()`` never clears; its norm grows pass after pass); after ``arr.grad = new`` the new
+buffer stays zero; after a late ``requires_grad = True`` the mirror's grad is null and the
+gradient is lost; a nested struct edited after it was assigned into its parent leaves the parent
+on the old array (nested structs are copied on assignment).
+"""
+
+from __future__ import annotations
+
+from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
+from gradcheck.findings import Finding, Severity
+from gradcheck.trace import Trace
+
+NAME = "stale-adjoint"
+SUMMARY = "struct mirrors and array-of-structs records must point at the arrays (and grads) the fields hold now"
+
+_WHAT = {
+    "orphan-grad": "gradient goes into a hidden orphan buffer",
+    "replaced-grad": "gradient goes into the old buffer; the new .grad stays zero",
+    "null-grad": "gradient is lost (mirror grad is null)",
+    "stale-data": "the kernel reads a different array than the field holds",
+    "nested-copy": "the parent struct still uses the old array",
+}
+
+
+def check(trace: Trace) -> tuple[Finding, ...]:
+    return tuple(_finding(trace, s) for s in sightings(trace, NAME))
+
+
+def _finding(trace: Trace, s: Sighting) -> Finding:
+    issue = s.first
+    where = "a kernel on the tape uses this struct" if s.in_tape else "no kernel on the tape uses this instance"
+    message = (
+        f"{_WHAT.get(issue.kind, issue.kind)}: mirror {pointer(issue.mirror)} vs live {pointer(issue.live)}; "
+        f"{issue.detail}; {where}"
+    )
+    norms = [n for n in s.orphan_norms if n is not None]
+    if norms:
+        growth = ", ".join(f"{n:.4g}" for n in norms)
+        message += f"; the buffer backward writes ({issue.owner}) after each zero step: {growth}"
+    evidence = {
+        "kind": issue.kind,
+        "mirror_ptr": pointer(issue.mirror),
+        "live_ptr": pointer(issue.live),
+        "in_tape": issue.in_tape,
+        "passes": s.passes,
+        "owner": issue.owner,
+        "orphan_norms_after_zero": norms,
+        "also_seen_at": s.aliases,
+    }
+    if issue.source:
+        evidence["copied_from"] = issue.source
+    return Finding(
+        check=NAME,
+        severity=Severity.ERROR if s.in_tape else Severity.WARNING,
+        subject=issue.subject,
+        message=message,
+        hint=_hint(issue),
+        evidence=evidence,
+    )
+
+
+def _hint(issue) -> str:
+    field = issue.subject.removesuffix(".grad")
+    parent, _, leaf = field.rpartition(".")
+    if issue.kind == "nested-copy":
+        return f"assign the inner struct again after editing it ({parent} = {issue.source}); nested structs are copied"
+    if issue.kind == "null-grad":
+        return f"set requires_grad before assigning, or re-assign the field ({field} = <array>) after turning it on"
+    return f"re-assign the field ({field} = <array>) after changing requires_grad or .grad, so the mirror is refreshed"
