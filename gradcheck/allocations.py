@@ -19,8 +19,7 @@ from dataclasses import dataclass
 class Block:
     ptr: int
     size: int
-    seq: int  # allocation order while the ledger was installed
-    device: str
+    seq: int  # allocation order while the ledger was installed (0: freed, order unknown)
 
     def contains(self, ptr: int) -> bool:
         return self.ptr <= ptr < self.ptr + max(self.size, 1)
@@ -29,13 +28,19 @@ class Block:
 class AllocationLedger:
     """``quarantine=True`` keeps freed blocks allocated until ``uninstall()`` (like ASan's quarantine):
     a dangling pointer then keeps pointing at memory nobody else gets, which makes use-after-free
-    writes observable (and harmless) while investigating."""
+    writes observable (and harmless) while investigating.
+
+    Newton's Featherstone forward allocates ~3,400 blocks per 100-step pass, so the wrappers keep
+    plain ints in dicts (no objects the cyclic GC would track); Blocks are built only on query.
+    """
 
     def __init__(self, quarantine: bool = False):
         self.quarantine = quarantine
         self._held: list[tuple[object, int, int]] = []  # (real deallocate, ptr, size) released on uninstall
-        self.live: dict[int, Block] = {}
-        self.freed: dict[int, Block] = {}  # most recent freed block starting at each address
+        self._size: dict[int, int] = {}  # live ptr → size
+        self._seq_of: dict[int, int] = {}  # live ptr → allocation sequence number
+        self._freed: dict[int, int] = {}  # freed ptr → size (most recent free at that address)
+        self._device: dict[int, str] = {}  # allocator id → device name
         self._seq = 0
         self._patched: list[tuple[object, dict]] = []
         self._sorted: list[int] | None = None
@@ -50,7 +55,7 @@ class AllocationLedger:
                 if any(a is allocator for a, _ in self._patched) or getattr(allocator, "_gradcheck_ledger", None):
                     continue
                 saved = {k: allocator.__dict__[k] for k in ("allocate", "deallocate") if k in allocator.__dict__}
-                self._wrap(allocator, str(device))
+                self._wrap(allocator)
                 self._patched.append((allocator, saved))
         self.active = True
         return self
@@ -73,23 +78,25 @@ class AllocationLedger:
     def __exit__(self, *exc) -> None:
         self.uninstall()
 
-    def _wrap(self, allocator, device: str) -> None:
+    def _wrap(self, allocator) -> None:
         allocate, deallocate = allocator.allocate, allocator.deallocate
-        ledger = self
+        ledger, sizes, seqs, freed = self, self._size, self._seq_of, self._freed
 
         def tracked_allocate(size_in_bytes):
             ptr = allocate(size_in_bytes)
-            if ledger.active and ptr:
+            if ptr and ledger.active:
                 ledger._seq += 1
-                ledger.live[ptr] = Block(ptr, int(size_in_bytes), ledger._seq, device)
-                ledger.freed.pop(ptr, None)
+                sizes[ptr] = size_in_bytes
+                seqs[ptr] = ledger._seq
+                freed.pop(ptr, None)
                 ledger._sorted = None
             return ptr
 
         def tracked_deallocate(ptr, size_in_bytes):
-            if ledger.active and ptr:
-                block = ledger.live.pop(ptr, None)
-                ledger.freed[ptr] = block or Block(ptr, int(size_in_bytes), 0, device)
+            if ptr and ledger.active:
+                sizes.pop(ptr, None)
+                seqs.pop(ptr, None)
+                freed[ptr] = size_in_bytes
                 ledger._sorted = None
                 if ledger.quarantine:
                     ledger._held.append((deallocate, ptr, size_in_bytes))
@@ -101,32 +108,39 @@ class AllocationLedger:
         allocator._gradcheck_ledger = self
 
     # -- queries ------------------------------------------------------------------------------
+    @property
+    def live(self) -> dict[int, Block]:
+        return {ptr: Block(ptr, size, self._seq_of.get(ptr, 0)) for ptr, size in self._size.items()}
+
+    @property
+    def freed(self) -> dict[int, Block]:
+        return {ptr: Block(ptr, size, 0) for ptr, size in self._freed.items()}
+
     def block_at(self, ptr: int) -> Block | None:
         """The live block containing ``ptr`` (allocated while the ledger watched), or None."""
         if not ptr:
             return None
-        block = self.live.get(ptr)
-        if block is not None:
-            return block
-        if self._sorted is None:
-            self._sorted = sorted(self.live)
-        i = bisect.bisect_right(self._sorted, ptr) - 1
-        if i >= 0:
-            block = self.live[self._sorted[i]]
-            if block.contains(ptr):
-                return block
-        return None
+        start = ptr if ptr in self._size else None
+        if start is None:
+            if self._sorted is None:
+                self._sorted = sorted(self._size)
+            i = bisect.bisect_right(self._sorted, ptr) - 1
+            if i >= 0 and ptr < self._sorted[i] + max(self._size[self._sorted[i]], 1):
+                start = self._sorted[i]
+        if start is None:
+            return None
+        return Block(start, self._size[start], self._seq_of.get(start, 0))
 
     def freed_at(self, ptr: int) -> Block | None:
         """A block freed while the ledger watched that contained ``ptr`` and is not live again."""
         if not ptr:
             return None
-        block = self.freed.get(ptr)
-        if block is not None:
-            return block
-        for block in self.freed.values():  # interior pointers are rare: a linear scan is fine
-            if block.contains(ptr):
-                return block
+        size = self._freed.get(ptr)
+        if size is not None:
+            return Block(ptr, size, 0)
+        for start, size in self._freed.items():  # interior pointers are rare: a linear scan is fine
+            if start <= ptr < start + max(size, 1):
+                return Block(start, size, 0)
         return None
 
 

@@ -33,6 +33,7 @@ from gradcheck.warp_compat import (
     scalars_per_element,
     struct_fields,
     struct_records,
+    struct_type_class,
 )
 
 Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
@@ -187,7 +188,12 @@ class _PassLoop:
 
     def _audit_pointers(self, args: dict, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
         """Stale and dangling pointers in the structs the tape uses and, when they matter, the scenario's."""
-        tape_roots = [v for v in args.values() if is_struct_instance(v) or _is_struct_array(v)]
+        array_type, struct_class = array_class(), struct_type_class()
+        tape_roots = [
+            v
+            for v in args.values()
+            if (v.dtype.__class__ is struct_class if v.__class__ is array_type else is_struct_instance(v))
+        ]
         if not tape_roots and not first_pass and not self.watch_structs:
             return []
         names = lazy()

@@ -16,12 +16,16 @@ from gradcheck.trace import Trace
 NAME = "dangling-adjoint"
 SUMMARY = "no struct mirror or array-of-structs record may point at freed or foreign memory"
 
+_REUSE = (
+    "an address the allocator has already handed to a new array looks live, so a dangling pointer can hide behind "
+    "reuse; gradcheck's allocation ledger catches that for memory allocated while it watched (setup and passes)"
+)
 _CONFIDENCE = {
-    "freed": "high: the allocation ledger saw this memory freed during the run",
-    "reused": "high: the address now belongs to another live array",
+    "freed": f"high: the allocation ledger saw this memory freed during the run ({_REUSE})",
+    "reused": f"high: the memory was freed and now belongs to a newer array ({_REUSE})",
     "unknown": (
-        "medium: no live Warp allocation covers this address; an allocation made before gradcheck started "
-        "watching, or an address already reused, could hide or mimic a dangling pointer"
+        "medium: no live Warp allocation covers this address; it may belong to an allocation made before gradcheck "
+        f"started watching ({_REUSE})"
     ),
 }
 
