@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from gradcheck.stats import GradStats, StatsPlan
 from gradcheck.trace import ParamPass
 
 # Relative tolerance for "same gradient as pass 1" on CUDA, where float atomics make backward
@@ -36,99 +37,77 @@ def equality_tolerance(device: str) -> float:
 
 
 class GradientReader:
-    """Reads every param's gradient once per pass and compares it with pass 1.
+    """Reads every param's gradient once per pass, on the device, and compares it with its first pass.
 
-    All params are read together: one float64 concatenation and a handful of segmented numpy
-    reductions, instead of a dozen numpy calls per param (a 100-step rollout has 102 params and
-    the per-param version cost ~2 ms a pass).
+    The first pass's gradient is kept as a device copy; later passes get the dot product, the
+    squared difference and the bit-level difference count against it from the same kernel that
+    computes the norm (gradcheck.stats), so only a few scalars per param reach the host.
     """
 
     def __init__(self, tolerance: float):
         self.tolerance = tolerance
-        self._layout: tuple | None = None  # (keys, sizes) of pass 1
-        self._first = None  # float64 values of pass 1, concatenated in that layout
-        self._first_norm_sq = None
-        self._first_by_key: dict = {}  # key → its pass-1 values, for passes whose layout differs
+        self._refs: dict[str, tuple[object, float]] = {}  # key → (device copy of the first gradient, its sumsq)
+        self._fresh: set[str] = set()  # keys whose reference was taken by the last measure()
+        self._measure_plan = StatsPlan()
+        self._readout_plan = StatsPlan()
 
-    def read(self, params: dict) -> dict[str, ParamPass]:
-        import numpy as np
+    def measure(self, params: dict) -> dict[str, GradStats | None]:
+        """Stats of each param's gradient now (None: no .grad), against its first-pass copy.
 
-        with_grad = {k: a.grad for k, a in params.items() if getattr(a, "grad", None) is not None}
-        out = {k: NO_GRAD for k in params if k not in with_grad}
-        if not with_grad:
-            return out
-        keys = list(with_grad)
-        chunks = [np.asarray(g.numpy()).reshape(-1) for g in with_grad.values()]
-        sizes = np.fromiter((c.size for c in chunks), dtype=np.int64, count=len(chunks))
-        flat = np.concatenate(chunks, dtype=np.float64)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-        nonempty = sizes > 0
+        A param measured for the first time becomes its own reference (``stats.dot`` stays None).
+        """
+        import warp as wp
 
-        def segsum(values):
-            sums = np.add.reduceat(values, starts) if values.size else np.zeros(len(keys))
-            return np.where(nonempty, sums, 0)
-
-        norm_sq = segsum(flat * flat)
-        max_abs = np.where(nonempty, np.maximum.reduceat(np.abs(flat), starts), 0.0) if flat.size else norm_sq * 0
-        nonzero = segsum((flat != 0).astype(np.int64))
-        nonfinite = segsum((~np.isfinite(flat)).astype(np.int64))
-        norms = np.sqrt(np.where(np.isfinite(norm_sq), norm_sq, np.nan))
-
-        layout = (tuple(keys), tuple(sizes.tolist()))
-        if self._layout is None:
-            self._layout, self._first, self._first_norm_sq = layout, flat.copy(), norm_sq
-            self._first_by_key = {k: self._first[a : a + n] for k, a, n in zip(keys, starts, sizes)}
-        first, first_norm_sq, comparable = self._aligned_first(layout, keys, sizes)
-
-        diff = flat - first
-        diff_sq = segsum(diff * diff)
-        dot = segsum(flat * first)
-        if self.tolerance == 0.0:  # bitwise (NaN equals NaN): CPU backward is deterministic
-            same = (flat == first) | (np.isnan(flat) & np.isnan(first))
-            equal = (segsum((~same).astype(np.int64)) == 0) & comparable
-        else:
-            scale = np.maximum(np.sqrt(first_norm_sq), 1e-30)
-            equal = (np.sqrt(diff_sq) <= self.tolerance * scale) & comparable
-        with np.errstate(divide="ignore", invalid="ignore"):
-            coef = np.where((first_norm_sq > 0) & comparable, dot / first_norm_sq, np.nan)
-        diff_norm = np.where(comparable, np.sqrt(np.where(np.isfinite(diff_sq), diff_sq, np.nan)), np.nan)
-        for n, key in enumerate(keys):
-            out[key] = ParamPass(
-                has_grad=True,
-                norm=float(norms[n]),
-                max_abs=float(max_abs[n]),
-                nonzero=int(nonzero[n]),
-                nonfinite=int(nonfinite[n]),
-                equal_to_first=bool(equal[n]),
-                diff_norm=float(diff_norm[n]),
-                coef=float(coef[n]),
+        keys = [k for k, a in params.items() if getattr(a, "grad", None) is not None]
+        grads = [params[k].grad for k in keys]
+        refs = []
+        for key, grad in zip(keys, grads):
+            ref = self._refs.get(key)
+            refs.append(
+                ref[0] if ref is not None and ref[0].shape == grad.shape and ref[0].dtype == grad.dtype else None
             )
-        return out
+        stats = dict(zip(keys, self._measure_plan.table(grads, refs).rows())) if keys else {}
+        self._fresh = set()
+        for key, grad in zip(keys, grads):
+            if key not in self._refs:
+                self._refs[key] = (wp.clone(grad, requires_grad=False), stats[key].sumsq)
+                self._fresh.add(key)
+        return {k: stats.get(k) for k in params}
 
-    def _aligned_first(self, layout, keys, sizes):
-        """Pass-1 values laid out like this pass, and which params can be compared at all."""
-        import numpy as np
+    def readout(self, params: dict) -> dict[str, GradStats | None]:
+        """Stats again (checksums), e.g. after after_backward(): what the user's loop reads."""
+        keys = [k for k, a in params.items() if getattr(a, "grad", None) is not None]
+        stats = dict(zip(keys, self._readout_plan.table([params[k].grad for k in keys]).rows())) if keys else {}
+        return {k: stats.get(k) for k in params}
 
-        if layout == self._layout:
-            return self._first, self._first_norm_sq, np.ones(len(keys), dtype=bool)
-        # a param lost or changed its gradient buffer since pass 1: align what is comparable, NaN the rest
-        parts, comparable = [], []
-        for key, size in zip(keys, sizes):
-            values = self._first_by_key.get(key)
-            ok = values is not None and values.size == size
-            parts.append(values if ok else np.full(int(size), np.nan))
-            comparable.append(ok)
-        first = np.concatenate(parts) if parts else np.zeros(0)
-        first_norm_sq = np.array([float(np.dot(p, p)) if ok else np.nan for p, ok in zip(parts, comparable)])
-        return first, first_norm_sq, np.array(comparable, dtype=bool)
-
-
-def nonzero_summary(grad) -> tuple[int, float, int] | None:
-    """(nonzero scalar values, float64 norm, scalar values) of a buffer, or None when it is all zero."""
-    import numpy as np
-
-    values = grad.numpy()
-    if not values.any():
-        return None
-    flat = np.asarray(values, dtype=np.float64).ravel()
-    return int(np.count_nonzero(flat)), float(np.sqrt(np.dot(flat, flat))), int(flat.size)
+    def record(self, key: str, stats: GradStats | None, readout: GradStats | None = None) -> ParamPass:
+        if stats is None:
+            return NO_GRAD
+        ref = self._refs.get(key)
+        ref_sumsq = ref[1] if ref is not None else math.nan
+        if stats.dot is None:  # first pass of this param, or its buffer changed shape: nothing to compare
+            first = key in self._fresh
+            equal, diff_norm = (True, 0.0) if first else (False, math.nan)
+            coef = (1.0 if stats.sumsq > 0 else math.nan) if first else math.nan
+        else:
+            diff_norm = math.sqrt(stats.diffsq) if math.isfinite(stats.diffsq) else math.nan
+            if self.tolerance == 0.0:  # bitwise (NaN equals NaN): CPU backward is deterministic
+                equal = stats.differ == 0
+            else:
+                equal = diff_norm <= self.tolerance * max(math.sqrt(ref_sumsq), 1e-30)
+            coef = stats.dot / ref_sumsq if ref_sumsq > 0 else math.nan
+        return ParamPass(
+            has_grad=True,
+            norm=stats.norm,
+            max_abs=stats.max_abs,
+            nonzero=stats.nonzero,
+            nonfinite=stats.nonfinite,
+            equal_to_first=bool(equal),
+            diff_norm=diff_norm,
+            coef=coef,
+            nan=stats.nan,
+            inf=stats.inf,
+            checksum=stats.checksum,
+            readout_norm=readout.norm if readout is not None else None,
+            readout_checksum=readout.checksum if readout is not None else None,
+        )

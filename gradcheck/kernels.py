@@ -1,70 +1,102 @@
 """Warp kernels gradcheck launches itself (imported lazily: this module imports warp).
 
-The zero audit must look at every gradient buffer a tape can reach (thousands for a 100-step
-Newton rollout) on every pass. Reading each one from Python costs microseconds apiece and
-dominated the pass; one launch over a table of (pointer, length) pairs checks them all, on CPU
-or CUDA, and only a count per buffer comes back to the host.
+Gradient statistics for every param and for every gradient buffer the zero audit reaches
+(thousands for a 100-step Newton rollout) on every pass. Reading each one from Python costs
+microseconds apiece and dominated the pass; one launch over a table of (pointer, length) rows
+covers them all, on CPU or CUDA, and only a few scalars per buffer come back to the host.
+
+Kernels are made per scalar type from one Python function; each gets its own name, because the
+closure over the scalar type is not part of Warp's module hash (same source, same module).
 """
 
 from __future__ import annotations
 
 import warp as wp
 
-from gradcheck.warp_compat import scalar_type
-
 _KERNELS: dict = {}
 
 
-def _make_count_nonzero(scalar):
-    def count_nonzero(
+# -- gradient statistics ----------------------------------------------------------------------------
+
+_UINT_OF = {}  # scalar type → unsigned type of the same width, for bit-exact checksums
+
+
+def _uint_for(scalar):
+    if not _UINT_OF:
+        _UINT_OF.update({wp.float16: wp.uint16, wp.float32: wp.uint32, wp.float64: wp.uint64})
+    return _UINT_OF[scalar]
+
+
+def _make_stats(scalar, bits):
+    def gradient_stats(
         ptrs: wp.array(dtype=wp.uint64),
+        first_ptrs: wp.array(dtype=wp.uint64),
         lengths: wp.array(dtype=wp.int32),
-        counts: wp.array(dtype=wp.int32),
+        offsets: wp.array(dtype=wp.int64),
+        sumsq: wp.array(dtype=wp.float64),
+        maxabs: wp.array(dtype=wp.float64),
+        nans: wp.array(dtype=wp.int64),
+        infs: wp.array(dtype=wp.int64),
+        nonzero: wp.array(dtype=wp.int64),
+        checksum: wp.array(dtype=wp.uint64),
+        dot: wp.array(dtype=wp.float64),
+        diffsq: wp.array(dtype=wp.float64),
+        differ: wp.array(dtype=wp.int64),
     ):
         i = wp.tid()
-        values = wp.array(ptr=ptrs[i], shape=(lengths[i],), dtype=scalar)
-        zero = scalar(0.0)
-        c = int(0)  # noqa: UP018 - Warp needs int(0) to declare a mutable loop variable
-        for j in range(lengths[i]):
-            if values[j] != zero:  # NaN != 0 too: a NaN survivor counts
-                c += 1
-        counts[i] = c
+        n = lengths[i]
+        values = wp.array(ptr=ptrs[i], shape=(n,), dtype=scalar)
+        raw = wp.array(ptr=ptrs[i], shape=(n,), dtype=bits)
+        has_first = first_ptrs[i] != wp.uint64(0)
+        first = wp.array(ptr=first_ptrs[i], shape=(n,), dtype=scalar)
+        first_raw = wp.array(ptr=first_ptrs[i], shape=(n,), dtype=bits)
+        base = offsets[i]
+        s = wp.float64(0.0)
+        m = wp.float64(0.0)
+        nn = wp.int64(0)
+        ni = wp.int64(0)
+        nz = wp.int64(0)
+        cs = wp.uint64(0)
+        d = wp.float64(0.0)
+        dd = wp.float64(0.0)
+        df = wp.int64(0)
+        for j in range(n):
+            x = wp.float64(values[j])
+            if x != x:
+                nn += wp.int64(1)
+            elif wp.isinf(x):
+                ni += wp.int64(1)
+            else:
+                s += x * x
+                a = wp.abs(x)
+                if a > m:
+                    m = a
+            if x != wp.float64(0.0):
+                nz += wp.int64(1)
+            position = wp.uint64(2) * wp.uint64(base + wp.int64(j)) + wp.uint64(1)
+            cs += wp.uint64(raw[j]) * position  # unsigned: wraps, and the sum is order-independent
+            if has_first:
+                f = wp.float64(first[j])
+                d += x * f
+                e = x - f
+                dd += e * e
+                if raw[j] != first_raw[j]:
+                    df += wp.int64(1)
+        sumsq[i] = s
+        maxabs[i] = m
+        nans[i] = nn
+        infs[i] = ni
+        nonzero[i] = nz
+        checksum[i] = cs
+        dot[i] = d
+        diffsq[i] = dd
+        differ[i] = df
 
-    return wp.kernel(count_nonzero, enable_backward=False, module="unique")
+    return wp.kernel(gradient_stats, name=f"gradcheck_stats_{scalar.__name__}", enable_backward=False, module="unique")
 
 
-def count_nonzero_kernel(scalar):
-    """Kernel counting nonzero scalars in each (ptr, length) buffer of one scalar type."""
-    key = scalar.__name__
+def stats_kernel(scalar):
+    key = ("stats", scalar.__name__)
     if key not in _KERNELS:
-        _KERNELS[key] = _make_count_nonzero(scalar)
+        _KERNELS[key] = _make_stats(scalar, _uint_for(scalar))
     return _KERNELS[key]
-
-
-def count_nonzero(buffers, device) -> list[int]:
-    """Nonzero scalar count of each contiguous wp.array in ``buffers`` (one launch per scalar type)."""
-    import numpy as np
-
-    per_dtype: dict = {}
-    for index, arr in enumerate(buffers):
-        per_dtype.setdefault(arr.dtype, []).append(index)
-    groups: dict = {}  # scalar type → [(index, scalars per element)]
-    for dtype, indices in per_dtype.items():
-        width = wp.types.type_size(dtype)
-        groups.setdefault(scalar_type(dtype), []).extend((i, width) for i in indices)
-    counts = np.zeros(len(buffers), dtype=np.int64)
-    for scalar, members in groups.items():
-        indices = [i for i, _ in members]
-        ptrs = np.array([buffers[i].ptr for i in indices], dtype=np.uint64)
-        lengths = np.array([buffers[i].size * width for i, width in members], dtype=np.int32)
-        out = wp.zeros(len(indices), dtype=wp.int32, device=device)
-        wp.launch(
-            count_nonzero_kernel(scalar),
-            dim=len(indices),
-            inputs=[wp.array(ptrs, dtype=wp.uint64, device=device), wp.array(lengths, dtype=wp.int32, device=device)],
-            outputs=[out],
-            device=device,
-            record_tape=False,
-        )
-        counts[indices] = out.numpy()
-    return counts.tolist()

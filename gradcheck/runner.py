@@ -18,9 +18,10 @@ from collections.abc import Callable, Mapping
 
 from gradcheck.allocations import AllocationLedger
 from gradcheck.errors import ScenarioError
-from gradcheck.gradients import GradientReader, equality_tolerance, nonzero_summary
+from gradcheck.gradients import GradientReader, equality_tolerance
 from gradcheck.naming import ArrayNames, label_launch_arguments, walk
 from gradcheck.reachability import LaunchLabel, launch_arguments, reachable_gradients
+from gradcheck.stats import StatsPlan
 from gradcheck.struct_audit import Observation, StructAuditor
 from gradcheck.trace import ParamPass, ParamTrace, PassRecord, PointerIssue, Survivor, Trace
 from gradcheck.warp_compat import (
@@ -120,6 +121,7 @@ class _PassLoop:
         self.scenario, self.name, self.device = scenario, name, device
         self.snapshots, self.reader, self.ledger, self.progress = snapshots, reader, ledger, progress
         self.watch_structs: bool | None = None  # decided on pass 1: re-walk for structs on every pass?
+        self.audit_plan = StatsPlan()  # the zero audit's buffers are usually the same every pass
         self.stats: dict[str, list[ParamPass]] = {key: [] for key in snapshots}
         self.subjects: dict[str, str] = {}
         self.records: list[PassRecord] = []
@@ -152,14 +154,17 @@ class _PassLoop:
             raise ScenarioError(
                 f"{name}: params() returned a new key {unknown[0]!r} on pass {index}; return the same names on every call"
             )
-        for key, record in self.reader.read(params).items():
-            self.stats[key].append(record)
+        measured = self.reader.measure(params)
         if not self.subjects:
             self.subjects = {
                 key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()
             }
+        readout = {}
         if callable(getattr(scenario, "after_backward", None)):
             _call(name, "after_backward", scenario.after_backward)
+            readout = self.reader.readout(params)  # what the user's loop reads, e.g. after an optimizer step
+        for key, stats in measured.items():
+            self.stats[key].append(self.reader.record(key, stats, readout.get(key)))
         # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
         reachable = reachable_gradients(tape, params, lazy, args)
         if callable(getattr(scenario, "zero", None)):
@@ -169,7 +174,7 @@ class _PassLoop:
         wp.synchronize_device(device)
         # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
         reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
-        survivors, audited = _zero_audit(reachable, lazy, device, skip=reseeded)
+        survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded)
         pointer_issues = tuple(_finish(o) for o in observations)
         self.records.append(
             PassRecord(
@@ -209,8 +214,9 @@ def _finish(observation: Observation) -> PointerIssue:
     """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
     norm = None
     if observation.owner_array is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused"):
-        found = nonzero_summary(observation.owner_array)
-        norm = found[1] if found is not None else 0.0
+        from gradcheck.stats import gradient_stats
+
+        norm = gradient_stats([observation.owner_array])[0].norm
     return PointerIssue(
         check=observation.check,
         kind=observation.kind,
@@ -286,38 +292,27 @@ class _LazyNames:
         return self._names
 
 
-def _zero_audit(buffers, names: _LazyNames, device: str, skip=None) -> tuple[tuple[Survivor, ...], int]:
+def _zero_audit(buffers, names: _LazyNames, device: str, plan, skip=None) -> tuple[tuple[Survivor, ...], int]:
+    """Every reachable gradient buffer must be zero now: one stats launch over all of them."""
     survivors = []
-    for i in _nonzero_indices(buffers.grads, device):
+    table = plan.table(buffers.grads, device=device)
+    for i in table.nonzero_indices():
+        stats = table.row(i)
         grad = buffers.grads[i]
         if skip is not None and grad.ptr == skip.ptr:
             continue
-        found = nonzero_summary(grad)
-        if found is None:
-            continue
-        nonzero, norm, size = found
         buffer = buffers.buffer(i)
         survivors.append(
             Survivor(
                 subject=buffer.subject(names()),
                 reached_via=buffer.reached_via,
-                norm=norm,
-                nonzero=nonzero,
-                size=size,
+                norm=stats.norm,
+                nonzero=stats.nonzero,
+                size=stats.size,
                 aliases=tuple(buffer.aliases),
             )
         )
     return tuple(survivors), len(buffers)
-
-
-def _nonzero_indices(grads, device: str) -> list[int]:
-    """Indices of buffers holding any nonzero value: contiguous ones in one kernel launch, the rest on the host."""
-    from gradcheck.kernels import count_nonzero
-
-    contiguous = [i for i, g in enumerate(grads) if g.is_contiguous]
-    others = [i for i, g in enumerate(grads) if not g.is_contiguous]
-    counts = count_nonzero([grads[i] for i in contiguous], device) if contiguous else []
-    return [i for i, c in zip(contiguous, counts) if c] + others
 
 
 def _backward(scenario, name, tape, loss) -> None:

@@ -15,13 +15,23 @@ class ParamPass:
     """One parameter's gradient as read right after backward on one pass."""
 
     has_grad: bool  # False: the array has no .grad buffer (requires_grad=False)
-    norm: float  # L2 norm, accumulated in float64
-    max_abs: float
+    norm: float  # L2 norm over the finite values, accumulated in float64
+    max_abs: float  # over the finite values
     nonzero: int
-    nonfinite: int
+    nonfinite: int  # NaN + Inf values
     equal_to_first: bool  # same as pass 1 (bitwise on CPU, within `Trace.tolerance` on CUDA)
     diff_norm: float  # ||g_k - g_1||
     coef: float  # <g_k, g_1> / <g_1, g_1>: k on pass k for linear accumulation; nan if g_1 is 0
+    nan: int = 0
+    inf: int = 0
+    checksum: int = 0  # bit-exact, right after backward
+    readout_norm: float | None = None  # after after_backward(): what the user's loop reads (None: no after_backward)
+    readout_checksum: int | None = None
+
+    @property
+    def mutated(self) -> bool:
+        """The gradient read by the user's loop is not the one backward produced."""
+        return self.readout_checksum is not None and self.readout_checksum != self.checksum
 
 
 @dataclass(frozen=True)
