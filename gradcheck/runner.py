@@ -63,6 +63,7 @@ def run_passes(
             _call(name, "setup", scenario.setup, device, fault=fault, **options)
             params = _params(scenario, name)
             snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
+            value_norms = _value_norms(snapshots)
             with _frozen_heap():
                 loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
                 for index in range(1, passes + 1):
@@ -79,6 +80,7 @@ def run_passes(
             shape=tuple(arr.shape),
             dtype=_dtype_name(arr.dtype),
             passes=tuple(loop.stats[key]),
+            value_norm=value_norms.get(key, float("nan")),
         )
         for key, arr in params.items()
     )
@@ -208,6 +210,21 @@ class _PassLoop:
             self.watch_structs = bool(tape_roots) or any(_gradient_relevant(obj) for _, obj, _ in scenario_roots)
         roots = [(_root_name(v, names, args, lazy), v, True) for v in tape_roots] + scenario_roots
         return StructAuditor(names, self.ledger).audit(roots)
+
+
+def _value_norms(snapshots: dict) -> dict[str, float]:
+    """L2 norm of each param's initial values (the loss scale a gradient is compared with)."""
+    from gradcheck.stats import StatsPlan
+
+    keys = [k for k, a in snapshots.items() if _is_float_array(a)]
+    rows = StatsPlan().table([snapshots[k] for k in keys]).rows() if keys else []
+    return {k: r.norm for k, r in zip(keys, rows)}
+
+
+def _is_float_array(array) -> bool:
+    from gradcheck.warp_compat import scalar_type
+
+    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")
 
 
 def _finish(observation: Observation) -> PointerIssue:

@@ -41,6 +41,7 @@ class ParamTrace:
     shape: tuple
     dtype: str
     passes: tuple[ParamPass, ...]
+    value_norm: float = float("nan")  # L2 norm of the param's values (restored to these every pass)
 
     @property
     def norms(self) -> tuple[float, ...]:

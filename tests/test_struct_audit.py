@@ -147,5 +147,5 @@ def test_record_pointing_into_a_newer_array_names_that_array():
 @pytest.mark.parametrize("fault", list(NestedStruct.faults))
 def test_every_fault_is_detected_by_a_struct_check(fault):
     result, report = run_scenario("nested-struct", fault=fault, passes=2)
-    assert [f for f in result.findings if f.check in STRUCT_CHECKS], fault
+    assert [f for f in result.findings if f.check in STRUCT_CHECKS], (fault, result.error, result.findings)
     assert report.exit_code == ExitCode.FINDINGS

@@ -1,12 +1,24 @@
 """The check registry: one module per check, one line each below.
 
-A check module defines ``NAME``, ``SUMMARY`` and ``check(trace) -> tuple[Finding, ...]``; it reads
-only the Trace (plain data), never Warp objects. (``pointer_issues`` is a helper, not a check.)
+A check module defines ``NAME``, ``SUMMARY`` and ``check(trace, options) -> tuple[Finding, ...]``;
+it reads only the Trace (plain data), never Warp objects, and its thresholds from CheckOptions.
+(``pointer_issues`` is a helper, not a check.)
 """
 
 from __future__ import annotations
 
-from gradcheck.checks import accumulation, dangling_adjoint, missing_gradient, stale_adjoint, zero_audit
+from gradcheck.check_options import DEFAULT, CheckOptions
+from gradcheck.checks import (
+    accumulation,
+    dangling_adjoint,
+    explosion,
+    missing_gradient,
+    mutated_gradient,
+    nonfinite,
+    stale_adjoint,
+    vanishing,
+    zero_audit,
+)
 from gradcheck.findings import Finding
 from gradcheck.trace import Trace
 
@@ -16,11 +28,15 @@ REGISTRY = (
     accumulation,
     zero_audit,
     missing_gradient,
+    nonfinite,
+    explosion,
+    vanishing,
+    mutated_gradient,
 )
 
 
-def run_checks(trace: Trace) -> tuple[Finding, ...]:
+def run_checks(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
     findings: list[Finding] = []
     for module in REGISTRY:
-        findings.extend(module.check(trace))
+        findings.extend(module.check(trace, options))
     return tuple(sorted(findings, key=lambda f: -f.severity))

@@ -30,7 +30,7 @@ _SHAPES = {
 }
 
 
-def check(trace: Trace) -> tuple[Finding, ...]:
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     if len(trace.passes) < 2 or any(r.backward_skipped for r in trace.passes):
         return ()  # passes without backward are not comparable; dangling-adjoint reports why they were skipped
     affected = [p for p in trace.params if _first_divergence(p) is not None]

@@ -30,7 +30,7 @@ _CONFIDENCE = {
 }
 
 
-def check(trace: Trace) -> tuple[Finding, ...]:
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(_finding(trace, s) for s in sightings(trace, NAME))
 
 

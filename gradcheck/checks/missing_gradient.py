@@ -19,7 +19,7 @@ _NO_BUFFER = "no-buffer"
 _ALL_ZERO = "all-zero"
 
 
-def check(trace: Trace) -> tuple[Finding, ...]:
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     ran = [i for i, r in enumerate(trace.passes) if not r.backward_skipped]
     if not ran:
         return ()  # backward never ran (dangling-adjoint says why): absent gradients prove nothing

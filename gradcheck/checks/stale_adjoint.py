@@ -26,7 +26,7 @@ _WHAT = {
 }
 
 
-def check(trace: Trace) -> tuple[Finding, ...]:
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(_finding(trace, s) for s in sightings(trace, NAME))
 
 

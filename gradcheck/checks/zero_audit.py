@@ -16,7 +16,7 @@ NAME = "zero-audit"
 SUMMARY = "after the zero step, no gradient buffer reachable from the tape may be nonzero"
 
 
-def check(trace: Trace) -> tuple[Finding, ...]:
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     first_seen: dict[str, int] = {}
     latest: dict[str, Survivor] = {}
     history: dict[str, list[float]] = {}

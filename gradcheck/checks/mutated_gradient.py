@@ -1,0 +1,49 @@
+"""mutated-gradient: the gradient the user's loop reads is not the one backward produced.
+
+The runner takes a bit-exact checksum of every param's gradient right after backward and again
+after ``after_backward()`` (what the loop does before reading gradients, e.g. an optimizer step).
+They differ when something wrote into the gradient buffers in between: an optimizer that reuses
+gradient memory for its own state (as AdamWScheduleFree does in PyTorch), in-place scaling, or a
+zero step placed too early. The norms the user then logs look wrong (the seed: 700 vs < 5).
+"""
+
+from __future__ import annotations
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import family, group_by_family
+from gradcheck.trace import Trace
+
+NAME = "mutated-gradient"
+SUMMARY = "gradients must not change between backward and the point where the loop reads them"
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    affected = [p for p in trace.params if any(q.mutated for q in p.passes)]
+    sizes: dict[str, int] = {}
+    for p in trace.params:
+        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    findings = []
+    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
+        worst = max(members, key=lambda p: max(abs((q.readout_norm or 0) - q.norm) for q in p.passes))
+        first = next(i for i, q in enumerate(worst.passes) if q.mutated)
+        q = worst.passes[first]
+        who = "" if len(members) == 1 else f"{len(members)} of {sizes[fam]} arrays {fam}, worst shown: "
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.ERROR,
+                subject=worst.subject,
+                message=(
+                    f"{who}backward produced norm {q.norm:.4g}, but after after_backward() the buffer holds norm "
+                    f"{q.readout_norm:.4g} (pass {first + 1}): something wrote into the gradient before it was read"
+                ),
+                hint="read or copy gradients before the optimizer step, or give the optimizer its own state buffers",
+                evidence={
+                    "first_pass": first + 1,
+                    "backward_norms": [p.norm for p in worst.passes],
+                    "readout_norms": [p.readout_norm for p in worst.passes],
+                    "affected": [m.subject for m in members],
+                },
+            )
+        )
+    return tuple(findings)

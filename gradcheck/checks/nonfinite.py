@@ -1,0 +1,63 @@
+"""nonfinite: NaN or Inf in a param's gradient.
+
+The finding says on which pass it first appeared and whether the forward loss was finite then:
+a finite loss with a NaN gradient is the classic adjoint of sqrt(0), length(0) or normalize(0)
+(d|v|/dv = v/|v| is 0/0 at v = 0), a bug in backward only, invisible to anyone who looks at the
+loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import family, group_by_family
+from gradcheck.trace import ParamTrace, Trace
+
+NAME = "nonfinite"
+SUMMARY = "gradients must be free of NaN and Inf"
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    affected = [p for p in trace.params if any(q.has_grad and q.nonfinite for q in p.passes)]
+    sizes: dict[str, int] = {}
+    for p in trace.params:
+        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    findings = []
+    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
+        worst = max(members, key=lambda p: max(q.nonfinite for q in p.passes))
+        findings.append(_finding(trace, fam, members, sizes[fam], worst))
+    return tuple(findings)
+
+
+def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int, worst: ParamTrace) -> Finding:
+    first = next(i for i, q in enumerate(worst.passes) if q.has_grad and q.nonfinite)
+    record = worst.passes[first]
+    loss = trace.passes[first].loss if first < len(trace.passes) else None
+    loss_finite = loss is not None and math.isfinite(loss)
+    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}, worst shown: "
+    where = (
+        f"the forward loss was finite ({loss:.6g}), so the NaN/Inf comes from backward alone: the classic adjoint "
+        "of sqrt(0), length(0) or normalize(0)"
+        if loss_finite
+        else "the forward loss was not finite either: the forward pass already produced it"
+    )
+    return Finding(
+        check=NAME,
+        severity=Severity.ERROR,
+        subject=worst.subject,
+        message=f"{who}{record.nan} NaN and {record.inf} Inf of {record.nonzero} nonzero values from pass "
+        f"{first + 1} on; {where}",
+        hint=(
+            "guard the operation whose derivative is singular (e.g. wp.length(v) -> wp.sqrt(wp.dot(v, v) + eps)); "
+            "wp.config.verify_fp = True names the kernel that produced it"
+        ),
+        evidence={
+            "first_pass": first + 1,
+            "nan": [q.nan for q in worst.passes],
+            "inf": [q.inf for q in worst.passes],
+            "loss_finite": loss_finite,
+            "loss": loss if loss_finite else None,
+            "affected": [m.subject for m in members],
+        },
+    )

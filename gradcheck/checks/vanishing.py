@@ -1,0 +1,62 @@
+"""vanishing: a gradient that is not zero but too small to matter.
+
+Relative sensitivity |g| * max(|x|, 1) / |loss|: how much the loss would change, relative to
+itself, for a step the size of the param along the gradient. Below float32's resolution
+(~1e-7) an optimiser cannot see the param at all. Exactly zero is missing-gradient's business.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gradcheck.check_options import DEFAULT, CheckOptions
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import family, group_by_family
+from gradcheck.trace import ParamTrace, Trace
+
+NAME = "vanishing"
+SUMMARY = "nonzero gradients must be large enough, relative to the loss, to be resolved in float32"
+
+
+def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
+    losses = [abs(r.loss) for r in trace.passes if r.loss is not None and math.isfinite(r.loss)]
+    if not losses or max(losses) == 0:
+        return ()
+    loss = max(losses)
+    tiny = [(p, s) for p in trace.params if (s := _sensitivity(p, loss)) is not None and s < options.vanishing]
+    sizes: dict[str, int] = {}
+    for p in trace.params:
+        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    findings = []
+    for fam, members in group_by_family(tiny, key=lambda t: t[0].name).items():
+        param, sens = min(members, key=lambda t: t[1])
+        who = "" if len(members) == 1 else f"{len(members)} of {sizes[fam]} arrays {fam}, smallest shown: "
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.WARNING,
+                subject=param.subject,
+                message=(
+                    f"{who}gradient norm {param.passes[-1].norm:.3g} against loss {loss:.3g}: relative sensitivity "
+                    f"{sens:.2g}, below float32 resolution ({options.vanishing:.1g})"
+                ),
+                hint="rescale the loss or the parametrisation, or check that the loss depends on this param as intended",
+                evidence={
+                    "sensitivity": sens,
+                    "norm": param.passes[-1].norm,
+                    "value_norm": param.value_norm,
+                    "loss": loss,
+                    "threshold": options.vanishing,
+                    "affected": [p.subject for p, _ in members],
+                },
+            )
+        )
+    return tuple(findings)
+
+
+def _sensitivity(param: ParamTrace, loss: float) -> float | None:
+    last = param.passes[-1] if param.passes else None
+    if last is None or not last.has_grad or last.norm == 0 or not math.isfinite(last.norm):
+        return None
+    scale = param.value_norm if math.isfinite(param.value_norm) and param.value_norm > 1 else 1.0
+    return last.norm * scale / loss
