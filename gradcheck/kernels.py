@@ -100,3 +100,43 @@ def stats_kernel(scalar):
     if key not in _KERNELS:
         _KERNELS[key] = _make_stats(scalar, _uint_for(scalar))
     return _KERNELS[key]
+
+
+# -- clipping -----------------------------------------------------------------------------------------
+
+
+def _make_scale(scalar):
+    def scale_values(values: wp.array(dtype=scalar), factor: wp.float64):
+        i = wp.tid()
+        values[i] = scalar(wp.float64(values[i]) * factor)
+
+    return wp.kernel(scale_values, name=f"gradcheck_scale_{scalar.__name__}", enable_backward=False, module="unique")
+
+
+def _make_clamp(scalar):
+    def clamp_values(values: wp.array(dtype=scalar), limit: wp.float64, changed: wp.array(dtype=wp.int32)):
+        i = wp.tid()
+        x = wp.float64(values[i])
+        # NaN fails both comparisons and stays NaN: unlike wp.clamp, which maps it to the lower bound
+        if x > limit:
+            values[i] = scalar(limit)
+            wp.atomic_add(changed, 0, 1)
+        elif x < -limit:
+            values[i] = scalar(-limit)
+            wp.atomic_add(changed, 0, 1)
+
+    return wp.kernel(clamp_values, name=f"gradcheck_clamp_{scalar.__name__}", enable_backward=False, module="unique")
+
+
+def scale_kernel(scalar):
+    key = ("scale", scalar.__name__)
+    if key not in _KERNELS:
+        _KERNELS[key] = _make_scale(scalar)
+    return _KERNELS[key]
+
+
+def clamp_kernel(scalar):
+    key = ("clamp", scalar.__name__)
+    if key not in _KERNELS:
+        _KERNELS[key] = _make_clamp(scalar)
+    return _KERNELS[key]

@@ -49,7 +49,8 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         message=f"{who}{record.nan} NaN and {record.inf} Inf of {record.nonzero} nonzero values from pass "
         f"{first + 1} on; {where}",
         hint=(
-            "guard the operation whose derivative is singular (e.g. wp.length(v) -> wp.sqrt(wp.dot(v, v) + eps)); "
+            "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
+            "does not: add an eps or branch); "
             "wp.config.verify_fp = True names the kernel that produced it"
         ),
         evidence={

@@ -1,0 +1,74 @@
+"""A chain of particles joined by springs, with an optimizer step in the training loop (pure Warp).
+
+loss = sum over springs of (|x[k+1] - x[k]| - rest)^2 + 0.1 * sum |x[k]|^2. ``after_backward``
+runs one gradient-descent step, as a training loop would before reading its logged gradient
+norms. Faults:
+- ``nan-backward``: two neighbouring particles start at the same point; the loss is finite, but
+  the adjoint of sqrt at 0 is infinite and meets a zero from dot(d, d): backward produces NaN
+  (wp.length guards this case in Warp; a hand-written sqrt(dot(d, d)) does not).
+- ``optimizer-in-place``: the optimizer scales the gradient buffer in place (momentum state kept in
+  the gradient memory, as AdamWScheduleFree does in PyTorch) before the loop reads the norms.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+N = 16
+LR = 0.01
+
+
+@wp.kernel
+def chain_energy(x: wp.array(dtype=wp.vec3), rest: float, loss: wp.array(dtype=float)):
+    k = wp.tid()
+    e = 0.1 * wp.dot(x[k], x[k])
+    if k + 1 < x.shape[0]:
+        d = x[k + 1] - x[k]
+        stretch = wp.sqrt(wp.dot(d, d)) - rest  # |d|, written the way it often is
+        e += stretch * stretch
+    wp.atomic_add(loss, 0, e)
+
+
+@wp.kernel
+def sgd_step(x: wp.array(dtype=wp.vec3), grad: wp.array(dtype=wp.vec3), lr: float):
+    k = wp.tid()
+    x[k] = x[k] - lr * grad[k]
+
+
+@wp.kernel
+def sgd_step_in_place(x: wp.array(dtype=wp.vec3), grad: wp.array(dtype=wp.vec3), lr: float):
+    k = wp.tid()
+    grad[k] = lr * grad[k]  # the optimizer reuses the gradient memory for its scaled update
+    x[k] = x[k] - grad[k]
+
+
+class SpringChain:
+    name = "spring-chain"
+    description = "Particle chain with springs and an SGD step in after_backward (pure Warp)"
+    faults = {
+        "nan-backward": "two particles coincide: finite loss, NaN gradient (adjoint of sqrt(dot(d, d)) at d = 0)",
+        "optimizer-in-place": "the optimizer step writes into the gradient buffer before it is read",
+    }
+
+    def setup(self, device, fault=None):
+        self.fault = fault
+        points = [(0.5 * k, 0.1 * (k % 3), 0.0) for k in range(N)]
+        if fault == "nan-backward":
+            points[8] = points[7]
+        self.x = wp.array(points, dtype=wp.vec3, device=device, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
+
+    def params(self):
+        return {"x": self.x}
+
+    def forward(self):
+        self.loss.zero_()
+        wp.launch(chain_energy, dim=N, inputs=[self.x, 0.4], outputs=[self.loss])
+        return self.loss
+
+    def after_backward(self):
+        step = sgd_step_in_place if self.fault == "optimizer-in-place" else sgd_step
+        wp.launch(step, dim=N, inputs=[self.x, self.x.grad, LR])
+
+
+scenario = SpringChain
