@@ -56,11 +56,16 @@ def run(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
     output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    clip_norm: float = typer.Option(
+        None, "--clip-norm", help="clip the params' gradients to this global norm after each pass; show both norms"
+    ),
+    max_norm: float = typer.Option(1e6, "--max-norm", help="explosion: gradient norm above this is an error"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
 ) -> None:
     """Run scenarios' forward/backward passes and check their gradients."""
     from gradcheck import pipeline
+    from gradcheck.check_options import CheckOptions
     from gradcheck.findings import Severity
 
     report = None
@@ -72,6 +77,8 @@ def run(
             settings=parse_settings(settings or []),
             fail_on=Severity.parse(fail_on.value),
             debug=debug,
+            clip_norm=clip_norm,
+            checks=CheckOptions(max_norm=max_norm),
         )
         _check_writable(output)
         with _stdout_to_stderr(), _progress(quiet) as progress:

@@ -74,13 +74,16 @@ class GradientReader:
                 self._fresh.add(key)
         return {k: stats.get(k) for k in params}
 
-    def readout(self, params: dict) -> dict[str, GradStats | None]:
+    def readout(self, params: dict, plan: StatsPlan | None = None) -> dict[str, GradStats | None]:
         """Stats again (checksums), e.g. after after_backward(): what the user's loop reads."""
+        plan = plan or self._readout_plan
         keys = [k for k, a in params.items() if getattr(a, "grad", None) is not None]
-        stats = dict(zip(keys, self._readout_plan.table([params[k].grad for k in keys]).rows())) if keys else {}
+        stats = dict(zip(keys, plan.table([params[k].grad for k in keys]).rows())) if keys else {}
         return {k: stats.get(k) for k in params}
 
-    def record(self, key: str, stats: GradStats | None, readout: GradStats | None = None) -> ParamPass:
+    def record(
+        self, key: str, stats: GradStats | None, readout: GradStats | None = None, clipped: GradStats | None = None
+    ) -> ParamPass:
         if stats is None:
             return NO_GRAD
         ref = self._refs.get(key)
@@ -110,4 +113,5 @@ class GradientReader:
             checksum=stats.checksum,
             readout_norm=readout.norm if readout is not None else None,
             readout_checksum=readout.checksum if readout is not None else None,
+            clipped_norm=clipped.norm if clipped is not None else None,
         )

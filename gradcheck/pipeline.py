@@ -10,6 +10,7 @@ import traceback as tb
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gradcheck.check_options import CheckOptions
 from gradcheck.checks import run_checks
 from gradcheck.errors import GradcheckError, ScenarioError, UsageError
 from gradcheck.exit_codes import ExitCode
@@ -27,6 +28,8 @@ class RunOptions:
     settings: Mapping[str, str] = field(default_factory=dict)  # --set key=value, strings
     fail_on: Severity = Severity.ERROR
     debug: bool = False
+    clip_norm: float | None = None  # --clip-norm: clip params' gradients after readout, report before/after
+    checks: CheckOptions = field(default_factory=CheckOptions)
 
 
 def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = None) -> Report:
@@ -34,6 +37,10 @@ def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = N
 
     if options.passes < 1:
         raise UsageError(f"--passes must be at least 1, got {options.passes}")
+    if options.clip_norm is not None and not options.clip_norm > 0:
+        raise UsageError(f"--clip-norm must be a positive number, got {options.clip_norm}")
+    if not options.checks.max_norm > 0:
+        raise UsageError(f"--max-norm must be a positive number, got {options.checks.max_norm}")
     device = environment.check_device(options.device) if options.device else environment.default_device()
     results = tuple(run_one(spec, options, device, progress) for spec in specs)
     return Report(environment=environment.describe(device), scenarios=results, fail_on=options.fail_on)
@@ -61,6 +68,7 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
             fault=options.fault,
             options=options.settings,
             progress=progress,
+            clip_norm=options.clip_norm,
         )
     except GradcheckError as exc:
         return _failed(spec, name, options, device, exc, started)
@@ -68,7 +76,7 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         wrapped = ScenarioError(f"{name}: unexpected {type(exc).__name__}: {exc} (--debug shows the traceback)")
         wrapped.__cause__ = exc
         return _failed(spec, name, options, device, wrapped, started)
-    findings = run_checks(trace)
+    findings = run_checks(trace, options.checks)
     return ScenarioResult(
         spec=spec,
         name=name,
@@ -81,7 +89,19 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         seconds=time.perf_counter() - started,
         losses=tuple(p.loss for p in trace.passes),
         notes=_notes(trace),
+        clip=_clip_summary(trace),
     )
+
+
+def _clip_summary(trace: Trace) -> dict | None:
+    if trace.clip_norm is None:
+        return None
+    totals = [r.clip_total for r in trace.passes if r.clip_total is not None]
+    return {
+        "max_norm": trace.clip_norm,
+        "total_before": [t[0] for t in totals],
+        "total_after": [t[1] for t in totals],
+    }
 
 
 def _notes(trace: Trace) -> tuple[str, ...]:
@@ -125,6 +145,7 @@ def _param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[Param
             shape=p.shape,
             dtype=p.dtype,
             norms=p.norms,
+            clipped_norms=tuple(q.clipped_norm for q in p.passes) if trace.clip_norm is not None else (),
             verdict=", ".join(flagged.get(p.subject, [])) or ("backward not run" if no_backward else "ok"),
         )
         for p in trace.params

@@ -24,6 +24,7 @@ class ParamSummary:
     dtype: str
     norms: tuple[float, ...]  # gradient L2 norm per pass, read right after backward
     verdict: str  # "ok" or the names of the checks that flagged it
+    clipped_norms: tuple[float | None, ...] = ()  # after --clip-norm, per pass (empty without it)
 
     @property
     def ratio(self) -> float:
@@ -40,7 +41,7 @@ class ParamSummary:
             "norms": [_json_float(n) for n in self.norms],
             "ratio": _json_float(self.ratio),
             "verdict": self.verdict,
-        }
+        } | ({"clipped_norms": [_json_float(n) for n in self.clipped_norms]} if self.clipped_norms else {})
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class ScenarioResult:
     seconds: float = 0.0
     losses: tuple[float | None, ...] = ()
     notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
+    clip: Mapping | None = None  # --clip-norm: {"max_norm", "total_before": [...], "total_after": [...]}
 
     @property
     def status(self) -> str:
@@ -86,6 +88,7 @@ class ScenarioResult:
             "seconds": round(self.seconds, 3),
             "losses": [_json_float(x) for x in self.losses],
             "notes": list(self.notes),
+            "clip": dict(self.clip) if self.clip else None,
             "params": [p.to_dict() for p in self.params],
             "findings": [f.to_dict() for f in self.findings],
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -50,6 +51,7 @@ def run_passes(
     options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     ledger: AllocationLedger | None = None,
+    clip_norm: float | None = None,
 ) -> Trace:
     """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
     (tests pass a quarantining one); by default one is installed around setup and the passes."""
@@ -66,6 +68,7 @@ def run_passes(
             value_norms = _value_norms(snapshots)
             with _frozen_heap():
                 loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
+                loop.clip_norm = clip_norm
                 for index in range(1, passes + 1):
                     loop.run_pass(index, passes)
             params = _params(scenario, name)
@@ -93,6 +96,7 @@ def run_passes(
         passes=tuple(loop.records),
         tolerance=tolerance,
         zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
+        clip_norm=clip_norm,
     )
 
 
@@ -124,6 +128,8 @@ class _PassLoop:
         self.snapshots, self.reader, self.ledger, self.progress = snapshots, reader, ledger, progress
         self.watch_structs: bool | None = None  # decided on pass 1: re-walk for structs on every pass?
         self.audit_plan = StatsPlan()  # the zero audit's buffers are usually the same every pass
+        self.clip_norm: float | None = None
+        self.clip_plan = StatsPlan()
         self.stats: dict[str, list[ParamPass]] = {key: [] for key in snapshots}
         self.subjects: dict[str, str] = {}
         self.records: list[PassRecord] = []
@@ -165,8 +171,11 @@ class _PassLoop:
         if callable(getattr(scenario, "after_backward", None)):
             _call(name, "after_backward", scenario.after_backward)
             readout = self.reader.readout(params)  # what the user's loop reads, e.g. after an optimizer step
+        clipped, clip_total = {}, None
+        if self.clip_norm:  # gradcheck's own clip, after the readout the mutated-gradient check compares
+            clipped, clip_total = self._clip(params)
         for key, stats in measured.items():
-            self.stats[key].append(self.reader.record(key, stats, readout.get(key)))
+            self.stats[key].append(self.reader.record(key, stats, readout.get(key), clipped.get(key)))
         # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
         reachable = reachable_gradients(tape, params, lazy, args)
         if callable(getattr(scenario, "zero", None)):
@@ -188,10 +197,25 @@ class _PassLoop:
                 seconds=time.perf_counter() - started,
                 pointer_issues=pointer_issues,
                 backward_skipped=skipped,
+                clip_total=clip_total,
             )
         )
         if self.progress is not None:
             self.progress(name, index, passes)
+
+    def _clip(self, params: dict):
+        """--clip-norm: clip the params' gradients together; (per-param stats after, (total before, after))."""
+        import warnings
+
+        from gradcheck.clip import clip_grad_norm
+
+        with_grad = [a for a in params.values() if getattr(a, "grad", None) is not None]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # non-finite gradients: the nonfinite check reports
+            before = clip_grad_norm(with_grad, self.clip_norm) if with_grad else 0.0
+        after = self.reader.readout(params, self.clip_plan)
+        total_after = math.sqrt(sum(s.sumsq for s in after.values() if s is not None))
+        return after, (before, total_after)
 
     def _audit_pointers(self, args: dict, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
         """Stale and dangling pointers in the structs the tape uses and, when they matter, the scenario's."""

@@ -27,6 +27,7 @@ class ParamPass:
     checksum: int = 0  # bit-exact, right after backward
     readout_norm: float | None = None  # after after_backward(): what the user's loop reads (None: no after_backward)
     readout_checksum: int | None = None
+    clipped_norm: float | None = None  # after gradcheck's own --clip-norm step
 
     @property
     def mutated(self) -> bool:
@@ -90,6 +91,7 @@ class PassRecord:
     seconds: float = 0.0  # wall time of the whole pass, audits included (device synchronised)
     pointer_issues: tuple[PointerIssue, ...] = ()
     backward_skipped: str | None = None  # why backward was not launched on this pass
+    clip_total: tuple[float, float] | None = None  # --clip-norm: global norm (before, after)
 
 
 @dataclass(frozen=True)
@@ -102,3 +104,4 @@ class Trace:
     passes: tuple[PassRecord, ...] = ()
     tolerance: float = 0.0  # relative tolerance behind ParamPass.equal_to_first; 0 means bitwise
     zero_step: str = "tape.zero()"  # how the gradients were cleared between passes
+    clip_norm: float | None = None  # --clip-norm applied after readout, if any

@@ -8,6 +8,8 @@ norms. Faults:
   (wp.length guards this case in Warp; a hand-written sqrt(dot(d, d)) does not).
 - ``optimizer-in-place``: the optimizer scales the gradient buffer in place (momentum state kept in
   the gradient memory, as AdamWScheduleFree does in PyTorch) before the loop reads the norms.
+- ``unit-mismatch``: the anchor weight is given in the wrong units (1e-12 instead of 1e-3), so the
+  anchor's gradient is nonzero but far below what float32 can resolve against the loss.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ LR = 0.01
 
 
 @wp.kernel
-def chain_energy(x: wp.array(dtype=wp.vec3), rest: float, loss: wp.array(dtype=float)):
+def chain_energy(
+    x: wp.array(dtype=wp.vec3),
+    anchor: wp.array(dtype=wp.vec3),
+    anchor_weight: float,
+    rest: float,
+    loss: wp.array(dtype=float),
+):
     k = wp.tid()
     e = 0.1 * wp.dot(x[k], x[k])
+    if k == 0:
+        pull = x[0] - anchor[0]
+        e += anchor_weight * wp.dot(pull, pull)
     if k + 1 < x.shape[0]:
         d = x[k + 1] - x[k]
         stretch = wp.sqrt(wp.dot(d, d)) - rest  # |d|, written the way it often is
@@ -48,6 +59,7 @@ class SpringChain:
     faults = {
         "nan-backward": "two particles coincide: finite loss, NaN gradient (adjoint of sqrt(dot(d, d)) at d = 0)",
         "optimizer-in-place": "the optimizer step writes into the gradient buffer before it is read",
+        "unit-mismatch": "anchor weight in the wrong units (1e-12): the anchor's gradient vanishes",
     }
 
     def setup(self, device, fault=None):
@@ -56,14 +68,16 @@ class SpringChain:
         if fault == "nan-backward":
             points[8] = points[7]
         self.x = wp.array(points, dtype=wp.vec3, device=device, requires_grad=True)
+        self.anchor = wp.array([(-1.0, 0.5, 0.25)], dtype=wp.vec3, device=device, requires_grad=True)
+        self.anchor_weight = 1e-12 if fault == "unit-mismatch" else 1e-3
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
 
     def params(self):
-        return {"x": self.x}
+        return {"x": self.x, "anchor": self.anchor}
 
     def forward(self):
         self.loss.zero_()
-        wp.launch(chain_energy, dim=N, inputs=[self.x, 0.4], outputs=[self.loss])
+        wp.launch(chain_energy, dim=N, inputs=[self.x, self.anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
 
     def after_backward(self):

@@ -68,6 +68,13 @@ def _scenario(console, result) -> None:
     console.print(f"{result.passes} passes on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")
+    if result.clip:
+        before, after = result.clip["total_before"], result.clip["total_after"]
+        if before:
+            console.print(
+                f"--clip-norm {result.clip['max_norm']:g}: global gradient norm {_num(before[-1])} → "
+                f"{_num(after[-1])} on the last pass"
+            )
 
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)
@@ -75,6 +82,8 @@ def _scenario(console, result) -> None:
     params.add_column("last", justify="right", no_wrap=True)
     params.add_column("last/1", justify="right", no_wrap=True)
     params.add_column("norm per pass", no_wrap=True)
+    if result.clip:
+        params.add_column("clipped", justify="right", no_wrap=True)
     params.add_column("verdict", overflow="fold", ratio=1)
     for fam, members in group_by_family(result.params, key=lambda p: p.subject).items():
         label = members[0].subject if len(members) == 1 else f"{fam} ×{len(members)}"
@@ -83,14 +92,18 @@ def _scenario(console, result) -> None:
         verdicts = sorted({v for m in members for v in m.verdict.split(", ") if v != "ok"})
         verdict = ", ".join(verdicts) if verdicts else "ok"
         style = "red" if verdicts else "green"
-        params.add_row(
+        cells = [
             label,
             _num(norms[0] if norms else math.nan),
             _num(norms[-1] if norms else math.nan),
             _num(ratio, ratio=True),
             sparkline(norms),
-            f"[{style}]{verdict}[/]",
-        )
+        ]
+        if result.clip:
+            clipped = [m.clipped_norms[-1] if m.clipped_norms else None for m in members]
+            known = [c for c in clipped if c is not None]
+            cells.append(_num(math.sqrt(sum(c * c for c in known)) if known else math.nan))
+        params.add_row(*cells, f"[{style}]{verdict}[/]")
     console.print(params)
 
     if result.findings:

@@ -1,0 +1,90 @@
+"""Issue-4 detectors on real scenarios: nonfinite, mutated-gradient, vanishing, explosion; and --clip-norm."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import by_check, cli, cli_json, run_scenario
+
+from gradcheck.check_options import CheckOptions
+from gradcheck.exit_codes import ExitCode
+from gradcheck.findings import Severity
+from gradcheck.pipeline import RunOptions, run
+from gradcheck.scenarios.spring_chain import LR
+
+NEW_CHECKS = ("nonfinite", "explosion", "vanishing", "mutated-gradient")
+
+
+def test_spring_chain_clean_is_silent():
+    result, _ = run_scenario("spring-chain", passes=3)
+    assert result.error is None and result.findings == ()
+
+
+def test_nan_only_in_backward_is_nonfinite_with_a_finite_loss():
+    result, report = run_scenario("spring-chain", fault="nan-backward", passes=3)
+    (finding,) = by_check(result.findings, "nonfinite")
+    assert finding.subject == "x.grad" and finding.severity == Severity.ERROR
+    assert finding.evidence["first_pass"] == 1 and finding.evidence["loss_finite"] is True
+    assert finding.evidence["nan"] == [6, 6, 6]
+    assert "backward alone" in finding.message
+    assert [f.check for f in result.findings] == ["nonfinite"]
+    assert report.exit_code == ExitCode.FINDINGS
+
+
+def test_optimizer_writing_into_gradients_is_a_mutated_gradient():
+    result, _ = run_scenario("spring-chain", fault="optimizer-in-place", passes=2)
+    (finding,) = by_check(result.findings, "mutated-gradient")
+    assert finding.subject == "x.grad"
+    backward, readout = finding.evidence["backward_norms"], finding.evidence["readout_norms"]
+    assert readout[0] == pytest.approx(backward[0] * LR, rel=1e-6)  # the seed's "700 vs < 5"
+    assert [f.check for f in result.findings] == ["mutated-gradient"]
+
+
+def test_unit_mismatch_is_vanishing_and_only_for_the_anchor():
+    result, _ = run_scenario("spring-chain", fault="unit-mismatch", passes=2)
+    (finding,) = by_check(result.findings, "vanishing")
+    assert finding.subject == "anchor.grad" and finding.severity == Severity.WARNING
+    assert finding.evidence["sensitivity"] < 1e-10
+
+
+def test_short_double_pendulum_is_silent():
+    result, _ = run_scenario("double-pendulum", passes=2, steps="200")
+    assert result.error is None
+    assert not [f for f in result.findings if f.check in NEW_CHECKS]
+
+
+def test_long_horizon_chaos_explodes():
+    report = run(
+        ["double-pendulum"],
+        RunOptions(device="cpu", passes=1, settings={"steps": "3000"}, checks=CheckOptions(max_norm=1e3)),
+    )
+    (result,) = report.scenarios
+    explosion = by_check(result.findings, "explosion")
+    over = [f for f in explosion if f.severity == Severity.ERROR]
+    assert {f.subject for f in over} >= {"states[0].joint_q.grad", "states[0].joint_qd.grad"}
+    (growth,) = [f for f in explosion if f.severity == Severity.WARNING]
+    assert growth.evidence["family"] == "controls[*].joint_f"
+    assert growth.evidence["ratio"] > 1e4
+    largest = int(growth.evidence["largest"].split("[")[1].split("]")[0])
+    smallest = int(growth.evidence["smallest"].split("[")[1].split("]")[0])
+    assert largest < smallest  # earlier controls: backprop through more chaotic steps
+    assert "toward the start" in growth.message
+
+
+def test_clip_norm_reports_both_norms_through_the_cli():
+    proc, data = cli_json("run", "spring-chain", "--clip-norm", "0.5", "--passes", "2", "--device", "cpu")
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    (scenario,) = data["scenarios"]
+    clip = scenario["clip"]
+    assert clip["max_norm"] == 0.5
+    assert clip["total_before"][0] > 3.0 and clip["total_after"][0] == pytest.approx(0.5, rel=1e-5)
+    x = next(p for p in scenario["params"] if p["name"] == "x")
+    assert x["clipped_norms"][0] < x["norms"][0]
+    table = cli("run", "spring-chain", "--clip-norm", "0.5", "--passes", "2", "--device", "cpu")
+    assert "--clip-norm 0.5: global gradient norm" in table.stdout and "clipped" in table.stdout
+
+
+@pytest.mark.parametrize("flag", ["--clip-norm", "--max-norm"])
+def test_non_positive_thresholds_are_usage_errors(flag):
+    proc = cli("run", "spring-chain", flag, "-1", "--device", "cpu")
+    assert proc.returncode == ExitCode.USAGE
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"gradcheck: error: {flag} must be a positive number")

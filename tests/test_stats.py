@@ -1,0 +1,79 @@
+"""On-device gradient statistics against NumPy: dtypes, vectors, matrices, strides, NaN/Inf, checksums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+
+from gradcheck.stats import StatsPlan, gradient_stats
+
+
+def _reference(values: np.ndarray) -> dict:
+    flat = values.astype(np.float64).ravel()
+    finite = flat[np.isfinite(flat)]
+    return {
+        "sumsq": float(np.sum(finite * finite)),
+        "max_abs": float(np.max(np.abs(finite))) if finite.size else 0.0,
+        "nan": int(np.isnan(flat).sum()),
+        "inf": int(np.isinf(flat).sum()),
+        "nonzero": int(np.count_nonzero(flat)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("dtype", "np_dtype", "shape"),
+    [
+        (wp.float16, np.float16, (7,)),
+        (wp.float32, np.float32, (5, 4)),
+        (wp.float64, np.float64, (3, 2, 2)),
+        (wp.vec3, np.float32, (6, 3)),
+        (wp.mat33, np.float32, (4, 3, 3)),
+    ],
+)
+def test_stats_match_numpy(dtype, np_dtype, shape):
+    values = np.random.default_rng(1).normal(size=shape).astype(np_dtype) * 3
+    values.flat[1] = np.nan
+    values.flat[2] = np.inf
+    values.flat[3] = 0.0
+    array = wp.array(values, dtype=dtype, device="cpu")
+    (stats,) = gradient_stats([array])
+    ref = _reference(values)
+    assert stats.sumsq == pytest.approx(ref["sumsq"], rel=1e-12)
+    assert stats.max_abs == pytest.approx(ref["max_abs"], rel=1e-12)
+    assert (stats.nan, stats.inf, stats.nonzero, stats.size) == (ref["nan"], ref["inf"], ref["nonzero"], values.size)
+
+
+def test_strided_views_and_large_buffers_split_into_rows():
+    base = wp.array(np.arange(4_000_000, dtype=np.float32).reshape(2_000_000, 2), dtype=float, device="cpu")
+    column = base[:, 1]  # strided view
+    assert not column.is_contiguous
+    (stats,) = gradient_stats([column])
+    expected = np.arange(1, 4_000_000, 2, dtype=np.float64)
+    assert stats.sumsq == pytest.approx(float(np.sum(expected * expected)), rel=1e-12)
+    assert stats.size == 2_000_000 and stats.nonzero == 2_000_000
+
+
+def test_reference_comparison_and_bit_exact_checksum():
+    a = wp.array([1.0, -2.0, 0.0, np.nan], dtype=float, device="cpu")
+    same = wp.clone(a)
+    doubled = wp.array([2.0, -4.0, 0.0, np.nan], dtype=float, device="cpu")
+    swapped = wp.array([-2.0, 1.0, 0.0, np.nan], dtype=float, device="cpu")
+    negzero = wp.array([1.0, -2.0, -0.0, np.nan], dtype=float, device="cpu")
+    s_same, s_double = gradient_stats([same, doubled], [a, a])
+    assert s_same.differ == 0 and s_same.checksum == gradient_stats([a])[0].checksum
+    assert s_double.differ == 2 and np.isnan(s_double.dot)  # NaN * NaN: the comparison stays bitwise
+    (finite_double,) = gradient_stats([wp.array([2.0, -4.0], dtype=float)], [wp.array([1.0, -2.0], dtype=float)])
+    assert (finite_double.dot, finite_double.diffsq, finite_double.differ) == (10.0, 5.0, 2)
+    assert gradient_stats([swapped])[0].checksum != gradient_stats([a])[0].checksum  # order matters
+    assert gradient_stats([negzero])[0].checksum != gradient_stats([a])[0].checksum  # bits, not values
+    assert gradient_stats([negzero])[0].nonzero == 3  # -0.0 is zero, NaN is not
+
+
+def test_plan_reuses_tables_but_sees_new_values():
+    a = wp.array([1.0, 2.0], dtype=float, device="cpu")
+    plan = StatsPlan()
+    first = plan.table([a]).row(0)
+    a.fill_(3.0)
+    second = plan.table([a]).row(0)
+    assert first.sumsq == 5.0 and second.sumsq == 18.0
