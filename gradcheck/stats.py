@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-CPU_CHUNK = 1 << 20
+CPU_CHUNK = 1 << 16
 CUDA_CHUNK = 1 << 12
 
 
@@ -112,7 +112,7 @@ class StatsPlan:
 
     def __init__(self):
         self._signature = None
-        self._launches: list = []  # (kernel, inputs, outputs, owner, single)
+        self._launches: list = []  # (kernel, inputs, outputs, row owner, run starts or None)
         self._sizes = None
 
     def table(self, buffers: list, references: list | None = None, device=None) -> StatsTable:
@@ -142,16 +142,15 @@ class StatsPlan:
         if signature != self._signature:
             self._build(buffers, references, device)
             self._signature = signature
-        for kernel, inputs, outputs, owner, single in self._launches:
+        for kernel, inputs, outputs, owner, starts in self._launches:
             wp.launch(kernel, dim=len(owner), inputs=inputs, outputs=outputs, device=device, record_tape=False)
             for (key, _), out in zip(_OUTPUTS, outputs):
                 values = out.numpy()
-                if single:
+                if starts is None:  # one row per buffer
                     columns[key][owner] = values
-                elif key == "maxabs":
-                    np.maximum.at(columns[key], owner, values)
-                else:
-                    np.add.at(columns[key], owner, values)  # uint64 wraps, as the checksum is defined
+                else:  # a buffer's rows are consecutive: reduce each run (uint64 wraps, as the checksum is defined)
+                    reduce = np.maximum if key == "maxabs" else np.add
+                    columns[key][owner[starts]] = reduce.reduceat(values, starts)
         del keep, buffers, references
         return StatsTable(columns, self._sizes, has_reference)
 
@@ -200,6 +199,6 @@ class StatsPlan:
             ]
             outputs = [wp.zeros(count, dtype=getattr(wp, dtype), device=device) for _, dtype in _OUTPUTS]
             owner = np.asarray(owner, dtype=np.int64)
-            single = len(np.unique(owner)) == count  # the common case: one row per buffer
-            self._launches.append((stats_kernel(scalar), inputs, outputs, owner, single))
+            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            self._launches.append((stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts))
         self._sizes = sizes
