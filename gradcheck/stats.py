@@ -200,5 +200,7 @@ class StatsPlan:
             outputs = [wp.zeros(count, dtype=getattr(wp, dtype), device=device) for _, dtype in _OUTPUTS]
             owner = np.asarray(owner, dtype=np.int64)
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-            self._launches.append((stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts))
+            self._launches.append(
+                (stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts)
+            )
         self._sizes = sizes

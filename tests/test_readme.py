@@ -28,3 +28,20 @@ def test_readme_documents_every_builtin_fault():
         assert f"`{info.name}`" in text
         for fault in info.faults:
             assert f"`{fault}`" in text, fault
+
+
+def test_readme_clipping_example_runs(tmp_path):
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Clipping") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    path = tmp_path / "clip_example.py"
+    path.write_text(code)
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line and not line.startswith(("Warp", "Module", "   "))]
+    total, changed = lines[-1].split()
+    assert abs(float(total) - 3.0) < 1e-4  # x.grad after clip_on_tape has norm 3
+    assert int(changed) > 0
