@@ -60,6 +60,9 @@ def run(
         None, "--clip-norm", help="clip the params' gradients to this global norm after each pass; show both norms"
     ),
     max_norm: float = typer.Option(1e6, "--max-norm", help="explosion: gradient norm above this is an error"),
+    trace_nonfinite: bool = typer.Option(
+        False, "--trace-nonfinite", help="on NaN/Inf, re-run with wp.config.verify_fp and name the first bad operation"
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
 ) -> None:
@@ -79,6 +82,7 @@ def run(
             debug=debug,
             clip_norm=clip_norm,
             checks=CheckOptions(max_norm=max_norm),
+            trace_nonfinite=trace_nonfinite,
         )
         _check_writable(output)
         with _stdout_to_stderr(), _progress(quiet) as progress:

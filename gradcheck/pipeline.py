@@ -29,6 +29,7 @@ class RunOptions:
     fail_on: Severity = Severity.ERROR
     debug: bool = False
     clip_norm: float | None = None  # --clip-norm: clip params' gradients after readout, report before/after
+    trace_nonfinite: bool = False  # --trace-nonfinite: re-run with wp.config.verify_fp when NaN/Inf is found
     checks: CheckOptions = field(default_factory=CheckOptions)
 
 
@@ -77,6 +78,8 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         wrapped.__cause__ = exc
         return _failed(spec, name, options, device, wrapped, started)
     findings = run_checks(trace, options.checks)
+    if options.trace_nonfinite and any(f.check == "nonfinite" for f in findings):
+        findings = _with_fp_trace(findings, spec, options, device)
     return ScenarioResult(
         spec=spec,
         name=name,
@@ -91,6 +94,23 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         notes=_notes(trace),
         clip=_clip_summary(trace),
     )
+
+
+def _with_fp_trace(findings, spec: str, options: RunOptions, device: str):
+    """Attach the first operation verify_fp saw producing NaN/Inf to each nonfinite finding."""
+    from dataclasses import replace
+
+    from gradcheck.fp_trace import trace_nonfinite
+
+    ops = trace_nonfinite(spec, options.fault, dict(options.settings), device)
+    first = ops[0] if ops else "verify_fp printed no offending operation"
+    out = []
+    for f in findings:
+        if f.check == "nonfinite":
+            evidence = dict(f.evidence) | {"verify_fp_first": first, "verify_fp_ops": ops[:10]}
+            f = replace(f, message=f"{f.message}; first offending operation (verify_fp): {first}", evidence=evidence)
+        out.append(f)
+    return tuple(out)
 
 
 def _clip_summary(trace: Trace) -> dict | None:

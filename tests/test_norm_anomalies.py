@@ -88,3 +88,14 @@ def test_non_positive_thresholds_are_usage_errors(flag):
     proc = cli("run", "spring-chain", flag, "-1", "--device", "cpu")
     assert proc.returncode == ExitCode.USAGE
     assert proc.stderr.strip().splitlines()[-1].startswith(f"gradcheck: error: {flag} must be a positive number")
+
+
+def test_trace_nonfinite_names_the_first_offending_operation():
+    proc, data = cli_json(
+        "run", "spring-chain", "--fault", "nan-backward", "--passes", "1", "--trace-nonfinite", "--device", "cpu"
+    )
+    assert proc.returncode == ExitCode.FINDINGS
+    (finding,) = [f for f in data["scenarios"][0]["findings"] if f["check"] == "nonfinite"]
+    assert finding["evidence"]["verify_fp_first"].startswith("builtin.h:")
+    assert "adj_sqrt(0.000000" in finding["evidence"]["verify_fp_first"]  # the sqrt at d = 0
+    assert "first offending operation (verify_fp)" in finding["message"]

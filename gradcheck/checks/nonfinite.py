@@ -50,8 +50,7 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         f"{first + 1} on; {where}",
         hint=(
             "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
-            "does not: add an eps or branch); "
-            "wp.config.verify_fp = True names the kernel that produced it"
+            "does not: add an eps or branch); --trace-nonfinite names the first operation that produced it"
         ),
         evidence={
             "first_pass": first + 1,
