@@ -95,11 +95,16 @@ def _make_stats(scalar, bits):
     return wp.kernel(gradient_stats, name=f"gradcheck_stats_{scalar.__name__}", enable_backward=False, module="unique")
 
 
-def stats_kernel(scalar):
-    key = ("stats", scalar.__name__)
+def _cached(kind: str, scalar, make):
+    """One kernel per (kind, scalar type), built on first use."""
+    key = (kind, scalar.__name__)
     if key not in _KERNELS:
-        _KERNELS[key] = _make_stats(scalar, _uint_for(scalar))
+        _KERNELS[key] = make()
     return _KERNELS[key]
+
+
+def stats_kernel(scalar):
+    return _cached("stats", scalar, lambda: _make_stats(scalar, _uint_for(scalar)))
 
 
 # -- clipping -----------------------------------------------------------------------------------------
@@ -129,14 +134,8 @@ def _make_clamp(scalar):
 
 
 def scale_kernel(scalar):
-    key = ("scale", scalar.__name__)
-    if key not in _KERNELS:
-        _KERNELS[key] = _make_scale(scalar)
-    return _KERNELS[key]
+    return _cached("scale", scalar, lambda: _make_scale(scalar))
 
 
 def clamp_kernel(scalar):
-    key = ("clamp", scalar.__name__)
-    if key not in _KERNELS:
-        _KERNELS[key] = _make_clamp(scalar)
-    return _KERNELS[key]
+    return _cached("clamp", scalar, lambda: _make_clamp(scalar))

@@ -27,6 +27,22 @@ def group_by_family(items: Iterable[T], key: Callable[[T], str]) -> dict[str, li
     return groups
 
 
+def family_sizes(names: Iterable[str]) -> dict[str, int]:
+    """How many params each family has (``controls[*].joint_f`` → 100)."""
+    sizes: dict[str, int] = {}
+    for name in names:
+        key = family(name)
+        sizes[key] = sizes.get(key, 0) + 1
+    return sizes
+
+
+def family_prefix(count: int, size: int, fam: str, shown: str = "worst") -> str:
+    """Message prefix for a finding that stands for several members of a family ("" for one)."""
+    if count == 1:
+        return ""
+    return f"{count} of {size} arrays {fam}" + (f", {shown} shown: " if shown else ": ")
+
+
 def describe_family(paths: list[str]) -> str:
     """A short human label: the path itself, or ``controls[*].joint_f (100 arrays)``."""
     if len(paths) == 1:

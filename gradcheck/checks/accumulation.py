@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family, group_by_family
+from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import ParamTrace, Trace
 
 NAME = "accumulation"
@@ -34,13 +34,11 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     if len(trace.passes) < 2 or any(r.backward_skipped for r in trace.passes):
         return ()  # passes without backward are not comparable; dangling-adjoint reports why they were skipped
     affected = [p for p in trace.params if _first_divergence(p) is not None]
-    family_sizes: dict[str, int] = {}
-    for p in trace.params:
-        family_sizes[family(p.name)] = family_sizes.get(family(p.name), 0) + 1
+    sizes = family_sizes(p.name for p in trace.params)
     findings = []
     for fam, members in group_by_family(affected, key=lambda p: p.name).items():
         worst = max(members, key=_divergence)
-        findings.append(_finding(trace, fam, members, family_sizes[fam], worst))
+        findings.append(_finding(trace, fam, members, sizes[fam], worst))
     return tuple(findings)
 
 
@@ -68,7 +66,7 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
     norms = worst.norms
     last = norms[-1]
     ratio = last / norms[0] if norms[0] else math.inf
-    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}, worst shown: "
+    who = family_prefix(len(members), family_size, fam)
     message = (
         f"{who}differs from pass 1 from pass {first} on; norm {norms[0]:.4g} → {last:.4g} "
         f"(×{ratio:.3g} by pass {len(norms)}); {_SHAPES[shape]}"

@@ -9,7 +9,7 @@ gradient lands in ``model.joint_q.grad`` instead).
 from __future__ import annotations
 
 from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family, group_by_family
+from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import ParamTrace, Trace
 
 NAME = "missing-gradient"
@@ -24,9 +24,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     if not ran:
         return ()  # backward never ran (dangling-adjoint says why): absent gradients prove nothing
     kinds = {p.name: _kind(p, ran) for p in trace.params}
-    sizes: dict[str, int] = {}
-    for p in trace.params:
-        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    sizes = family_sizes(p.name for p in trace.params)
     findings = []
     for kind in (_NO_BUFFER, _ALL_ZERO):
         missing = [p for p in trace.params if kinds[p.name] == kind]
@@ -46,7 +44,7 @@ def _kind(param: ParamTrace, ran: list[int]) -> str | None:
 
 def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int, ran: list[int]) -> Finding:
     first = members[0]
-    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}: "
+    who = family_prefix(len(members), family_size, fam, shown="")
     if kind == _NO_BUFFER:
         message = f"{who}no gradient buffer (.grad is None)"
         hint = "allocate the array with requires_grad=True before building anything that uses it"

@@ -10,7 +10,7 @@ zero step placed too early. The norms the user then logs look wrong (the seed: 7
 from __future__ import annotations
 
 from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family, group_by_family
+from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import Trace
 
 NAME = "mutated-gradient"
@@ -19,15 +19,13 @@ SUMMARY = "gradients must not change between backward and the point where the lo
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     affected = [p for p in trace.params if any(q.mutated for q in p.passes)]
-    sizes: dict[str, int] = {}
-    for p in trace.params:
-        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    sizes = family_sizes(p.name for p in trace.params)
     findings = []
     for fam, members in group_by_family(affected, key=lambda p: p.name).items():
         worst = max(members, key=lambda p: max(abs((q.readout_norm or 0) - q.norm) for q in p.passes))
         first = next(i for i, q in enumerate(worst.passes) if q.mutated)
         q = worst.passes[first]
-        who = "" if len(members) == 1 else f"{len(members)} of {sizes[fam]} arrays {fam}, worst shown: "
+        who = family_prefix(len(members), sizes[fam], fam)
         findings.append(
             Finding(
                 check=NAME,

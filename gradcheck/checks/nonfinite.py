@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family, group_by_family
+from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import ParamTrace, Trace
 
 NAME = "nonfinite"
@@ -20,9 +20,7 @@ SUMMARY = "gradients must be free of NaN and Inf"
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     affected = [p for p in trace.params if any(q.has_grad and q.nonfinite for q in p.passes)]
-    sizes: dict[str, int] = {}
-    for p in trace.params:
-        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    sizes = family_sizes(p.name for p in trace.params)
     findings = []
     for fam, members in group_by_family(affected, key=lambda p: p.name).items():
         worst = max(members, key=lambda p: max(q.nonfinite for q in p.passes))
@@ -35,7 +33,7 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
     record = worst.passes[first]
     loss = trace.passes[first].loss if first < len(trace.passes) else None
     loss_finite = loss is not None and math.isfinite(loss)
-    who = "" if len(members) == 1 else f"{len(members)} of {family_size} arrays {fam}, worst shown: "
+    who = family_prefix(len(members), family_size, fam)
     where = (
         f"the forward loss was finite ({loss:.6g}), so the NaN/Inf comes from backward alone: the classic adjoint "
         "of sqrt(0), length(0) or normalize(0)"

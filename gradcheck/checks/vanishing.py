@@ -11,7 +11,7 @@ import math
 
 from gradcheck.check_options import DEFAULT, CheckOptions
 from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family, group_by_family
+from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import ParamTrace, Trace
 
 NAME = "vanishing"
@@ -24,13 +24,11 @@ def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
         return ()
     loss = max(losses)
     tiny = [(p, s) for p in trace.params if (s := _sensitivity(p, loss)) is not None and s < options.vanishing]
-    sizes: dict[str, int] = {}
-    for p in trace.params:
-        sizes[family(p.name)] = sizes.get(family(p.name), 0) + 1
+    sizes = family_sizes(p.name for p in trace.params)
     findings = []
     for fam, members in group_by_family(tiny, key=lambda t: t[0].name).items():
         param, sens = min(members, key=lambda t: t[1])
-        who = "" if len(members) == 1 else f"{len(members)} of {sizes[fam]} arrays {fam}, smallest shown: "
+        who = family_prefix(len(members), sizes[fam], fam, shown="smallest")
         findings.append(
             Finding(
                 check=NAME,
