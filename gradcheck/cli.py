@@ -33,6 +33,12 @@ class FailOn(str, Enum):
     warning = "warning"
 
 
+class FDMode(str, Enum):
+    fast = "fast"
+    elements = "elements"
+    off = "off"
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gradcheck {__version__}")
@@ -63,6 +69,10 @@ def run(
     trace_nonfinite: bool = typer.Option(
         False, "--trace-nonfinite", help="on NaN/Inf, re-run with wp.config.verify_fp and name the first bad operation"
     ),
+    fd: FDMode = typer.Option(
+        FDMode.fast, "--fd", help="finite-difference check: directional (fast), per element, off"
+    ),
+    replay: bool = typer.Option(True, "--replay/--no-replay", help="write-after-read and reentrancy probe"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
 ) -> None:
@@ -70,6 +80,7 @@ def run(
     from gradcheck import pipeline
     from gradcheck.check_options import CheckOptions
     from gradcheck.findings import Severity
+    from gradcheck.finite_diff import FDOptions
 
     report = None
     try:
@@ -83,6 +94,8 @@ def run(
             clip_norm=clip_norm,
             checks=CheckOptions(max_norm=max_norm),
             trace_nonfinite=trace_nonfinite,
+            fd=FDOptions(mode=fd.value),
+            replay=replay,
         )
         _check_writable(output)
         with _stdout_to_stderr(), _progress(quiet) as progress:
@@ -98,6 +111,63 @@ def run(
         typer.echo(f"gradcheck: error: {report.error}", err=True)
     _emit(report, fmt, output)
     raise typer.Exit(int(report.exit_code))
+
+
+@app.command()
+def sweep(
+    spec: str = typer.Argument(..., metavar="SPEC", help="scenario to sweep"),
+    settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="one KEY=V1,V2,... is swept"),
+    device: str = typer.Option(None, "--device", help="cpu or cuda:N (default: cuda:0 when available, else cpu)"),
+    fault: str = typer.Option(None, "--fault", help="sweep a fault variant"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),
+    plot_file: Path = typer.Option(
+        None, "--plot", help="write a PNG of FD error vs the swept value (needs matplotlib)"
+    ),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """Finite-difference error of SPEC for each value of one option (e.g. --set steps=10,100,300,600)."""
+    import json
+
+    from gradcheck import sweep as sweeping
+
+    try:
+        parsed = parse_settings(settings or [])
+        with _stdout_to_stderr():
+            key, rows, used_device = sweeping.run_sweep(spec, parsed, device, fault)
+        if plot_file is not None:
+            sweeping.plot(str(plot_file), spec, key, {spec + (f" {fault}" if fault else ""): rows})
+    except UsageError as exc:
+        typer.echo(f"gradcheck: error: {exc}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    failed = [r for r in rows if r.severity == "failed"]
+    for r in failed:
+        typer.echo(f"gradcheck: error: {r.detail}", err=True)
+    if fmt == OutputFormat.json:
+        payload = {
+            "schema": "gradcheck-sweep/1",
+            "scenario": spec,
+            "fault": fault,
+            "device": used_device,
+            "option": key,
+            "fixed": {k: v for k, v in parsed.items() if k != key},
+            "rows": [r.to_dict() for r in rows],
+        }
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(box=None, header_style="bold", pad_edge=False, title=f"gradcheck sweep {spec} over {key}")
+        table.add_column(key, justify="right")
+        table.add_column("FD rel. error", justify="right")
+        table.add_column("verdict")
+        table.add_column("seconds", justify="right")
+        for r in rows:
+            error = f"{r.error:.3g}" if r.error is not None else "—"
+            table.add_row(r.value, error, r.severity, f"{r.seconds:.1f}")
+        Console(highlight=False, width=100).print(table)
+    code = ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
+    raise typer.Exit(int(code))
 
 
 @app.command("list")

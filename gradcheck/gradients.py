@@ -51,6 +51,10 @@ class GradientReader:
         self._measure_plan = StatsPlan()
         self._readout_plan = StatsPlan()
 
+    def references(self) -> dict:
+        """key → device copy of the param's first measured gradient."""
+        return {key: ref for key, (ref, _sumsq) in self._refs.items()}
+
     def measure(self, params: dict) -> dict[str, GradStats | None]:
         """Stats of each param's gradient now (None: no .grad), against its first-pass copy.
 

@@ -15,6 +15,7 @@ from gradcheck.checks import run_checks
 from gradcheck.errors import GradcheckError, ScenarioError, UsageError
 from gradcheck.exit_codes import ExitCode
 from gradcheck.findings import Finding, Severity
+from gradcheck.finite_diff import FDOptions
 from gradcheck.report import ParamSummary, Report, ScenarioResult
 from gradcheck.runner import Progress
 from gradcheck.trace import Trace
@@ -30,6 +31,8 @@ class RunOptions:
     debug: bool = False
     clip_norm: float | None = None  # --clip-norm: clip params' gradients after readout, report before/after
     trace_nonfinite: bool = False  # --trace-nonfinite: re-run with wp.config.verify_fp when NaN/Inf is found
+    fd: FDOptions = field(default_factory=FDOptions)  # finite-difference check (--fd fast|elements|off)
+    replay: bool = True  # write-after-read and reentrancy probe (--no-replay to skip)
     checks: CheckOptions = field(default_factory=CheckOptions)
 
 
@@ -70,6 +73,8 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
             options=options.settings,
             progress=progress,
             clip_norm=options.clip_norm,
+            fd=options.fd,
+            replay=options.replay,
         )
     except GradcheckError as exc:
         return _failed(spec, name, options, device, exc, started)
@@ -93,7 +98,21 @@ def run_one(spec: str, options: RunOptions, device: str, progress: Progress | No
         losses=tuple(p.loss for p in trace.passes),
         notes=_notes(trace),
         clip=_clip_summary(trace),
+        fd=_fd_summary(trace),
     )
+
+
+def _fd_summary(trace: Trace) -> dict | None:
+    fd = trace.fd
+    if fd is None:
+        return None
+    return {
+        "mode": fd.mode,
+        "max_direction_error": fd.max_direction_error if fd.directions else None,
+        "max_element_error": max((p.rel_error for p in fd.elements), default=None),
+        "rollouts": fd.rollouts,
+        "skipped": fd.skipped,
+    }
 
 
 def _with_fp_trace(findings, spec: str, options: RunOptions, device: str):

@@ -61,6 +61,7 @@ class ScenarioResult:
     losses: tuple[float | None, ...] = ()
     notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
     clip: Mapping | None = None  # --clip-norm: {"max_norm", "total_before": [...], "total_after": [...]}
+    fd: Mapping | None = None  # finite differences: {"mode", "max_direction_error", "rollouts", "skipped"}
 
     @property
     def status(self) -> str:
@@ -89,6 +90,7 @@ class ScenarioResult:
             "losses": [_json_float(x) for x in self.losses],
             "notes": list(self.notes),
             "clip": dict(self.clip) if self.clip else None,
+            "fd": dict(self.fd) if self.fd else None,
             "params": [p.to_dict() for p in self.params],
             "findings": [f.to_dict() for f in self.findings],
         }

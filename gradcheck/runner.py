@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from gradcheck.allocations import AllocationLedger
 from gradcheck.errors import ScenarioError
+from gradcheck.finite_diff import FDOptions, FDResult, run_fd
 from gradcheck.gradients import GradientReader, equality_tolerance
 from gradcheck.naming import ArrayNames, label_launch_arguments, walk
 from gradcheck.reachability import LaunchLabel, launch_arguments, reachable_gradients
@@ -52,6 +53,8 @@ def run_passes(
     progress: Progress | None = None,
     ledger: AllocationLedger | None = None,
     clip_norm: float | None = None,
+    fd: FDOptions | None = None,
+    replay: bool = False,
 ) -> Trace:
     """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
     (tests pass a quarantining one); by default one is installed around setup and the passes."""
@@ -72,6 +75,8 @@ def run_passes(
                 for index in range(1, passes + 1):
                     loop.run_pass(index, passes)
             params = _params(scenario, name)
+            fd_result = _finite_differences(scenario, name, params, snapshots, loop, fd)
+            replay_result = _replay(scenario, name, device, snapshots, loop, tolerance) if replay else None
     finally:
         if own_ledger:
             ledger.uninstall()
@@ -97,6 +102,8 @@ def run_passes(
         tolerance=tolerance,
         zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
         clip_norm=clip_norm,
+        fd=fd_result,
+        replay=replay_result,
     )
 
 
@@ -234,6 +241,85 @@ class _PassLoop:
             self.watch_structs = bool(tape_roots) or any(_gradient_relevant(obj) for _, obj, _ in scenario_roots)
         roots = [(_root_name(v, names, args, lazy), v, True) for v in tape_roots] + scenario_roots
         return StructAuditor(names, self.ledger).audit(roots)
+
+
+def _finite_differences(scenario, name, params, snapshots, loop, options: FDOptions | None):
+    """FD check against the first pass's gradients (device copies kept by the reader)."""
+    if options is None or options.mode == "off":
+        return None
+    if any(r.backward_skipped for r in loop.records):
+        return FDResult(mode=options.mode, skipped="backward was not launched (see dangling-adjoint)")
+    grads = {key: ref.numpy().astype("float64") for key, ref in loop.reader.references().items() if key in params}
+    return _call(name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options)
+
+
+def _replay(scenario, name, device, snapshots, loop, tolerance):
+    """Write-after-read and reentrancy probe: one fingerprinted forward, two backward passes."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.replay_probe import ReplayResult, analyse, make_fingerprint_tape
+
+    if any(r.backward_skipped for r in loop.records):
+        return ReplayResult(skipped="backward was not launched (see dangling-adjoint)")
+    with wp.ScopedDevice(device):
+        params = _params(scenario, name)
+        _restore(params, snapshots)
+        tape = make_fingerprint_tape()
+        with tape:
+            loss = _call(name, "forward (replay probe)", scenario.forward)
+        args = launch_arguments(tape)
+        lazy = _LazyNames(scenario, tape, params)
+        reachable = reachable_gradients(tape, params, lazy, args)
+
+        def zero_all():
+            tape.zero()
+            for grad in reachable.grads:
+                grad.zero_()
+
+        def name_of(array):
+            return lazy().name(array) or LaunchLabel(tape.launches, array)()
+
+        def grads():
+            return {k: np.array(a.grad.numpy(), dtype=np.float64) for k, a in params.items() if a.grad is not None}
+
+        arrays = list(tape.arrays.values())
+        zero_all()
+        before = [_fingerprint(a) for a in arrays]
+        _backward(scenario, name, tape, loss)
+        first = grads()
+        changed = [a for a, fp in zip(arrays, before) if _fingerprint(a) != fp]
+        zero_all()
+        _backward(scenario, name, tape, loss)
+        second = grads()
+        diff, worst = 0.0, None
+        for key, g1 in first.items():
+            g2 = second[key]
+            scale = max(float(np.linalg.norm(g1)), 1e-30)
+            d = float(np.linalg.norm(g2 - g1)) / scale if np.all(np.isfinite(g1)) and np.all(np.isfinite(g2)) else 0.0
+            exact = np.array_equal(g1, g2, equal_nan=True)
+            if not exact and d >= diff:
+                diff, worst = d, key
+        reentrant = worst is not None and diff > tolerance
+        hazards, identical = analyse(tape, name_of)
+        zero_all()
+        _restore(params, snapshots)
+        wp.synchronize_device(device)
+    return ReplayResult(
+        hazards=hazards,
+        identical=identical,
+        reentrant=reentrant,
+        grad_diff=diff,
+        worst_param=loop.subjects.get(worst, f"{worst}.grad") if worst else None,
+        changed_during_backward=tuple(dict.fromkeys(name_of(a) for a in changed)),
+        launches=len(tape.launches),
+    )
+
+
+def _fingerprint(array) -> int:
+    from gradcheck.replay_probe import _fingerprint as fingerprint
+
+    return fingerprint(array)
 
 
 def _value_norms(snapshots: dict) -> dict[str, float]:

@@ -105,3 +105,5 @@ class Trace:
     tolerance: float = 0.0  # relative tolerance behind ParamPass.equal_to_first; 0 means bitwise
     zero_step: str = "tape.zero()"  # how the gradients were cleared between passes
     clip_norm: float | None = None  # --clip-norm applied after readout, if any
+    fd: object | None = None  # gradcheck.finite_diff.FDResult, after the passes
+    replay: object | None = None  # gradcheck.replay_probe.ReplayResult, after the passes

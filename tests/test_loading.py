@@ -168,4 +168,13 @@ def test_builtin_scenarios_run_from_a_non_editable_install(tmp_path):
         "run", "cartpole", "--set", "steps=3", "--passes", "2", "--device", "cpu", env=env, cwd=workdir
     )
     assert proc.returncode == 0, proc.stderr
-    assert str(target) in proc.stderr or data["scenarios"][0]["status"] == "ok"
+    assert data["scenarios"][0]["error"] is None
+    where = subprocess.run(
+        [sys.executable, "-c", "import gradcheck.scenarios.cartpole as m; print(m.__file__)"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **env},
+        cwd=workdir,
+        check=True,
+    )
+    assert where.stdout.strip().startswith(str(target))  # the installed copy ran, not the checkout

@@ -12,11 +12,14 @@ from gradcheck.checks import (
     accumulation,
     dangling_adjoint,
     explosion,
+    fd_mismatch,
     missing_gradient,
     mutated_gradient,
     nonfinite,
+    reentrancy,
     stale_adjoint,
     vanishing,
+    write_after_read,
     zero_audit,
 )
 from gradcheck.findings import Finding
@@ -32,6 +35,9 @@ REGISTRY = (
     explosion,
     vanishing,
     mutated_gradient,
+    fd_mismatch,
+    write_after_read,
+    reentrancy,
 )
 
 

@@ -1,0 +1,41 @@
+"""reentrancy: a second backward on the same tape (gradients zeroed between) gives different gradients.
+
+Backward re-runs forward code and rewrites forward outputs; when those outputs are shared with
+other launches (see write-after-read), the second backward starts from different values than the
+first. The finding names the arrays whose forward values backward changed.
+"""
+
+from __future__ import annotations
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import group_by_family
+from gradcheck.trace import Trace
+
+NAME = "reentrancy"
+SUMMARY = "backward run twice on the same tape must give the same gradients"
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    replay = trace.replay
+    if replay is None or replay.skipped or not replay.reentrant:
+        return ()
+    families = group_by_family(replay.changed_during_backward, key=lambda n: n)
+    labels = [members[0] if len(members) == 1 else f"{fam} ×{len(members)}" for fam, members in families.items()]
+    shown = ", ".join(labels[:8]) + (" …" if len(labels) > 8 else "")
+    return (
+        Finding(
+            check=NAME,
+            severity=Severity.WARNING,
+            subject=replay.worst_param or "gradients",
+            message=(
+                f"a second backward on the same tape changes this gradient by {replay.grad_diff:.3g} (relative); "
+                f"backward overwrote the forward values of {len(replay.changed_during_backward)} arrays: {shown}"
+            ),
+            hint="run backward once per recorded forward, and give shared scratch buffers one copy per step",
+            evidence={
+                "relative_difference": replay.grad_diff,
+                "changed_during_backward": list(replay.changed_during_backward),
+                "launches": replay.launches,
+            },
+        ),
+    )

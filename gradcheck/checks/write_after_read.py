@@ -1,0 +1,62 @@
+"""write-after-read: an array a launch read was rewritten, with different values, by a later launch.
+
+Backward replays each launch from the arrays' current contents, so the earlier launch's adjoint
+sees the later launch's values: the gradient mixes steps. Typical cause: scratch buffers shared by
+every step of a rollout (stock Newton SolverFeatherstone's ``solver.J``/``P``/``H``/``L``). Rewrites
+with identical values (forward kinematics recomputing the same ``body_q``) are harmless and only
+listed in the evidence of the other findings.
+"""
+
+from __future__ import annotations
+
+from gradcheck.findings import Finding, Severity
+from gradcheck.paths import group_by_family
+from gradcheck.trace import Trace
+
+NAME = "write-after-read"
+SUMMARY = "no array may be rewritten with different values after an earlier launch on the tape read it"
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    replay = trace.replay
+    if replay is None or replay.skipped or not replay.hazards:
+        return ()
+    identical = [
+        {"arrays": fam, "count": sum(r.count for r in members), "writers": sorted({r.writer for r in members})}
+        for fam, members in group_by_family(replay.identical, key=lambda r: r.array).items()
+    ]
+    findings = []
+    for fam, rewrites in group_by_family(replay.hazards, key=lambda r: r.array).items():
+        count = sum(r.count for r in rewrites)
+        arrays = sorted({r.array for r in rewrites})
+        kernels = sorted(
+            {f"{r.reader} → {r.writer}" for r in rewrites},
+            key=lambda k: -sum(r.count for r in rewrites if f"{r.reader} → {r.writer}" == k),
+        )
+        who = arrays[0] if len(arrays) == 1 else f"{fam} ({len(arrays)} arrays)"
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.WARNING,
+                subject=arrays[0] if len(arrays) == 1 else fam,
+                message=(
+                    f"{who} is read by a launch and rewritten with different values by a later one {count} times "
+                    f"({', '.join(kernels[:3])}{' …' if len(kernels) > 3 else ''}): during backward the earlier "
+                    "launch's adjoint sees the later values"
+                ),
+                hint=(
+                    "give each step its own buffer (e.g. per-step solver scratch: --set scratch=per-step on cartpole), "
+                    "or recompute the values inside the kernel that reads them"
+                ),
+                evidence={
+                    "arrays": arrays,
+                    "rewrites": count,
+                    "pairs": [
+                        {"reader": r.reader, "writer": r.writer, "count": r.count, "array": r.array} for r in rewrites
+                    ],
+                    # harmless rewrites (same values), listed once, on the first finding
+                    "identical_rewrites": identical if not findings else [],
+                },
+            )
+        )
+    return tuple(findings)

@@ -1,0 +1,114 @@
+"""Finite differences, write-after-read and reentrancy: the live Featherstone bias, custom adjoints, float32."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import SCENARIOS, by_check, cli, run_scenario
+
+from gradcheck.exit_codes import ExitCode
+from gradcheck.findings import Severity
+from gradcheck.finite_diff import FDOptions
+from gradcheck.runner import run_passes
+
+SCRATCH = {"solver.J", "solver.P", "solver.H", "solver.L"}
+
+
+def test_stock_cartpole_long_horizon_is_caught_by_all_three():
+    result, report = run_scenario("cartpole", passes=1, steps="600")
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert fd.severity == Severity.ERROR
+    worst = max(e["rel_error"] for e in fd.evidence["elements"])
+    assert worst >= 0.1 and fd.evidence["max_direction_error"] > 1e-2
+    assert "worst element" in fd.message and fd.subject.startswith(("states[0].", "controls["))
+    war = {f.subject for f in by_check(result.findings, "write-after-read")}
+    assert SCRATCH <= war
+    rewrites = by_check(result.findings, "write-after-read")[0].evidence["rewrites"]
+    assert rewrites >= 599  # one per step boundary
+    (reentrant,) = by_check(result.findings, "reentrancy")
+    changed = reentrant.evidence["changed_during_backward"]
+    assert any(name.startswith("solver.") for name in changed)
+    assert any(name.endswith(".joint_qdd") for name in changed)
+    assert report.exit_code == ExitCode.FINDINGS
+
+
+def test_per_step_scratch_long_horizon_is_clean():
+    result, report = run_scenario("cartpole", passes=1, steps="600", scratch="per-step")
+    assert result.findings == (), [(f.check, f.message) for f in result.findings]
+    assert result.fd["max_direction_error"] < 1e-2
+    assert report.exit_code == ExitCode.OK
+
+
+def test_wrong_custom_adjoint_names_the_wrong_component():
+    path = str(SCENARIOS / "custom_adjoint.py")
+    result, _ = run_scenario(path, fault="wrong-adjoint", passes=1)
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert fd.severity == Severity.ERROR
+    assert fd.subject.startswith("x[") and fd.subject.endswith("][1]")  # the y component
+    worst = fd.evidence["elements"][0]
+    assert worst["ad"] == pytest.approx(2 * worst["fd"], rel=1e-3)  # off by exactly 2x
+    twin, _ = run_scenario(path, passes=1)
+    assert twin.findings == ()
+
+
+def test_element_mode_on_a_correct_adjoint_is_silent():
+    from gradcheck.pipeline import RunOptions, run
+
+    report = run(
+        [str(SCENARIOS / "custom_adjoint.py")], RunOptions(device="cpu", passes=1, fd=FDOptions(mode="elements"))
+    )
+    (result,) = report.scenarios
+    assert result.fd["max_element_error"] is not None and result.fd["max_element_error"] < 1e-2
+    assert result.findings == ()
+
+
+def test_float32_inputs_near_1e3_give_no_false_mismatch():
+    result, _ = run_scenario(str(SCENARIOS / "large_inputs.py"), passes=1)
+    assert result.findings == ()
+    assert result.fd["max_direction_error"] < 1e-3
+
+
+def test_params_are_restored_after_every_perturbation():
+    from gradcheck.scenarios.spring_chain import SpringChain
+
+    scenario = SpringChain()
+    run_passes(scenario, name="spring-chain", device="cpu", passes=2, fd=FDOptions(mode="elements"), replay=True)
+    fresh = SpringChain()
+    fresh.setup("cpu")
+    np.testing.assert_array_equal(scenario.x.numpy(), fresh.x.numpy())
+    np.testing.assert_array_equal(scenario.anchor.numpy(), fresh.anchor.numpy())
+
+
+def test_sweep_shows_the_bias_growing_with_the_horizon(tmp_path):
+    stock = cli("sweep", "cartpole", "--set", "steps=10,600", "--format", "json", "--device", "cpu")
+    assert stock.returncode == 0, stock.stderr
+    rows = {r["value"]: r for r in json.loads(stock.stdout)["rows"]}
+    assert rows["600"]["fd_rel_error"] >= 10 * rows["10"]["fd_rel_error"]
+    assert rows["600"]["verdict"] in ("warning", "error")
+    png = tmp_path / "sweep.png"
+    per_step = cli(
+        "sweep",
+        "cartpole",
+        "--set",
+        "steps=10,600",
+        "--set",
+        "scratch=per-step",
+        "--format",
+        "json",
+        "--plot",
+        str(png),
+        "--device",
+        "cpu",
+    )
+    assert per_step.returncode == 0, per_step.stderr
+    rows = {r["value"]: r for r in json.loads(per_step.stdout)["rows"]}
+    assert rows["600"]["fd_rel_error"] < 1e-2 and rows["600"]["verdict"] == "ok"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_needs_exactly_one_list():
+    proc = cli("sweep", "cartpole", "--set", "steps=10", "--device", "cpu")
+    assert proc.returncode == ExitCode.USAGE
+    assert "exactly one --set KEY=V1,V2" in proc.stderr
