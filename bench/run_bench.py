@@ -169,6 +169,74 @@ def stats_vs_copy(device: str, repeat: int = 7) -> dict:
     return {"copy": copy, "stats": stats, "ratio": stats / copy, "floats": n}
 
 
+def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dict:
+    """P2: fast directional FD vs element-wise FD over every scalar param, same scenario, same run;
+    plus warp.autograd.gradcheck_tape on the same tape (time and verdict)."""
+    import contextlib
+    import io
+
+    import numpy as np
+
+    from gradcheck.finite_diff import FDOptions, _compare, _Rollouts, _scale, run_fd
+    from gradcheck.scenarios.cartpole import CartPole
+    from gradcheck.warp_compat import load_warp
+
+    wp = load_warp()
+    out = {}
+    for scratch in ("shared", "per-step"):
+        scenario = CartPole()
+        with wp.ScopedDevice(device):
+            scenario.setup(device, steps=steps, scratch=scratch)
+            params = scenario.params()
+            snapshots = {k: wp.clone(a, requires_grad=False) for k, a in params.items()}
+            tape = wp.Tape()
+            with tape:
+                loss = scenario.forward()
+            tape.backward(loss)
+            grads = {k: a.grad.numpy().astype(np.float64) for k, a in params.items()}
+            scalars = sum(g.size for g in grads.values())
+
+            started = time.perf_counter()
+            fast = run_fd(scenario, params, snapshots, grads, FDOptions(auto_elements=False))
+            fast_s = time.perf_counter() - started
+
+            started = time.perf_counter()
+            rollouts = _Rollouts(scenario, params, snapshots)
+            options = FDOptions()
+            worst = 0.0
+            for key, g in grads.items():
+                scale = _scale(rollouts.x0[key])
+                floor = 1e-2 * float(np.max(np.abs(g))) * scale
+                for index in np.ndindex(g.shape):
+                    delta = {key: np.zeros_like(rollouts.x0[key])}
+                    delta[key][index] = scale
+                    probe = _compare("e", float(g[index]) * scale, rollouts, delta, options, floor)
+                    worst = max(worst, probe.rel_error)
+            elements_s = time.perf_counter() - started
+            row = {
+                "scalars": scalars,
+                "fast_s": fast_s,
+                "fast_rollouts": fast.rollouts,
+                "fast_error": fast.max_direction_error,
+                "elements_s": elements_s,
+                "elements_rollouts": rollouts.count,
+                "elements_worst": worst,
+            }
+            if gradcheck_tape:
+                from warp.autograd import gradcheck_tape as warp_gradcheck_tape
+
+                tape.zero()
+                started = time.perf_counter()
+                sink = io.StringIO()
+                with contextlib.redirect_stdout(sink):
+                    passed = warp_gradcheck_tape(tape, raise_exception=False, show_summary=False)
+                row["gradcheck_tape_s"] = time.perf_counter() - started
+                row["gradcheck_tape_passed"] = bool(passed)
+                row["gradcheck_tape_launches"] = len(tape.launches)
+            out[scratch] = row
+    return out
+
+
 def wall(cmd: list[str], repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -192,6 +260,7 @@ def main() -> None:
         "run": wall([*gradcheck, "run", "cartpole", "--device", args.device], 3),
     }
     results["s1"] = struct_audit_cost(args.device)
+    results["p2"] = fd_cost(args.device)
     results["p5"] = stats_vs_copy(args.device)
     results["p1"] = p1(args.device, args.rounds)
     results["p1_frozen"] = p1(args.device, args.rounds, freeze=True)
@@ -221,6 +290,8 @@ two timings taken in the same run.
 | P1 | full diagnostics vs bare forward+backward loop, cartpole T={STEPS}, {PASSES} passes, one process | **{p1r["ratio"]:.3f}×** ({per_pass_diag:.1f} ms vs {per_pass_bare:.1f} ms per pass; rounds {", ".join(f"{x:.3f}" for x in p1r["ratios"])}) | ≤ 1.10× | {ok(p1r["ratio"] <= 1.10)} |
 | P1′ | the same, with the bare loop also run under `gc.freeze()` (gradcheck's own instrumentation cost alone) | {p1f["ratio"]:.3f}× ({1000 * p1f["diag"] / PASSES:.1f} ms vs {1000 * p1f["bare"] / PASSES:.1f} ms per pass) | — | — |
 | P5 | gradient statistics (norm, max, NaN/Inf/nonzero counts, checksum) of a {r["p5"]["floats"]:,}-float buffer vs `wp.copy` of it | **{r["p5"]["ratio"]:.2f}×** ({1000 * r["p5"]["stats"]:.1f} ms vs {1000 * r["p5"]["copy"]:.1f} ms) | ≤ 2× | {ok(r["p5"]["ratio"] <= 2.0)} |
+| P2 | fast FD (3 random directions) vs element-wise FD over all {r["p2"]["shared"]["scalars"]} scalar params, cartpole T={STEPS}, stock | **{r["p2"]["shared"]["elements_s"] / r["p2"]["shared"]["fast_s"]:.0f}× cheaper** ({r["p2"]["shared"]["fast_s"]:.2f} s, {r["p2"]["shared"]["fast_rollouts"]} rollouts vs {r["p2"]["shared"]["elements_s"]:.1f} s, {r["p2"]["shared"]["elements_rollouts"]} rollouts) | ≥ 50× | {ok(r["p2"]["shared"]["elements_s"] / r["p2"]["shared"]["fast_s"] >= 50)} |
+| P2 | the same, per-step scratch | {r["p2"]["per-step"]["elements_s"] / r["p2"]["per-step"]["fast_s"]:.0f}× ({r["p2"]["per-step"]["fast_rollouts"]} vs {r["p2"]["per-step"]["elements_rollouts"]} rollouts) | ≥ 50× | {ok(r["p2"]["per-step"]["elements_s"] / r["p2"]["per-step"]["fast_s"] >= 50)} |
 | S1 | struct audit (tape scan + scenario walk + mirror/record checks) over {r["s1"]["fields"]:,} struct array fields and a tape of {r["s1"]["launches"]:,} launches | {r["s1"]["seconds"]:.3f} s | < 0.5 s | {ok(r["s1"]["seconds"] < 0.5)} |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
@@ -233,6 +304,16 @@ plus all checks. Both run on a freshly set-up cartpole with the heap collected a
 from both. gradcheck runs the passes with the post-setup heap frozen (`gc.freeze()`): with Newton loaded a full
 collection costs ~0.2 s, about one pass, and would otherwise land every ~20 passes. P1′ gives the bare loop the same
 freeze, so it isolates gradcheck's own per-pass work (gradient reads, the reachability walk, the zero-audit kernel).
+
+FD at T={STEPS} (worst relative error): stock fast {r["p2"]["shared"]["fast_error"]:.2g}, element-wise {r["p2"]["shared"]["elements_worst"]:.2g};
+per-step fast {r["p2"]["per-step"]["fast_error"]:.2g}, element-wise {r["p2"]["per-step"]["elements_worst"]:.2g}. `warp.autograd.gradcheck_tape`
+on the same {r["p2"]["shared"]["gradcheck_tape_launches"]}-launch tape (defaults: eps 1e-4 absolute, atol 1e-3, rtol 1e-2): stock
+{r["p2"]["shared"]["gradcheck_tape_s"]:.1f} s, {"passed" if r["p2"]["shared"]["gradcheck_tape_passed"] else "failed"}; per-step
+{r["p2"]["per-step"]["gradcheck_tape_s"]:.1f} s, {"passed" if r["p2"]["per-step"]["gradcheck_tape_passed"] else "failed"}. It checks each
+launch in isolation with the values left after the forward pass, so it cannot see the inter-step rewrites that bias
+the stock solver (gradcheck's write-after-read and reentrancy probes name them), and it fails on correct Newton
+kernels (eval_rigid_tau accumulates into its outputs, the Cholesky adjoint is a deliberate no-op), so its verdict
+is the same for the biased and the correct solver.
 
 P5 on CPU: Warp runs CPU kernels on one thread without vectorising the loop; a bare float32 sum over the same
 16M floats measured 42 ms here, against ~10 ms for the `memcpy` behind `wp.copy`, so no Warp CPU kernel that reads
