@@ -72,6 +72,8 @@ def run(
     fd: FDMode = typer.Option(
         FDMode.fast, "--fd", help="finite-difference check: directional (fast), per element, off"
     ),
+    fd_warn: float = typer.Option(1e-2, "--fd-warn", help="fd-mismatch: relative error from which it is a warning"),
+    fd_error: float = typer.Option(1e-1, "--fd-error", help="fd-mismatch: relative error from which it is an error"),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="write-after-read and reentrancy probe"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
@@ -94,7 +96,7 @@ def run(
             clip_norm=clip_norm,
             checks=CheckOptions(max_norm=max_norm),
             trace_nonfinite=trace_nonfinite,
-            fd=FDOptions(mode=fd.value),
+            fd=FDOptions(mode=fd.value, warn=fd_warn, error=fd_error),
             replay=replay,
         )
         _check_writable(output)

@@ -57,6 +57,8 @@ class FDResult:
     rollouts: int = 0
     loss: float = math.nan
     skipped: str | None = None  # why no comparison was made
+    warn: float = 1e-2  # the bands this run was judged with
+    error: float = 1e-1
 
     @property
     def max_direction_error(self) -> float:
@@ -168,7 +170,9 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
                         probe.noise / scale[key],
                     )
                 )
-    return FDResult(options.mode, tuple(directions), tuple(elements), rollouts.count, base)
+    return FDResult(
+        options.mode, tuple(directions), tuple(elements), rollouts.count, base, None, options.warn, options.error
+    )
 
 
 def _pick_elements(members: list[str], grads: dict, rng, k: int):

@@ -45,6 +45,8 @@ def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = N
         raise UsageError(f"--clip-norm must be a positive number, got {options.clip_norm}")
     if not options.checks.max_norm > 0:
         raise UsageError(f"--max-norm must be a positive number, got {options.checks.max_norm}")
+    if not 0 < options.fd.warn <= options.fd.error:
+        raise UsageError(f"--fd-warn ({options.fd.warn}) must be positive and at most --fd-error ({options.fd.error})")
     device = environment.check_device(options.device) if options.device else environment.default_device()
     results = tuple(run_one(spec, options, device, progress) for spec in specs)
     return Report(environment=environment.describe(device), scenarios=results, fail_on=options.fail_on)

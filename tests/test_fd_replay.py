@@ -112,3 +112,26 @@ def test_sweep_needs_exactly_one_list():
     proc = cli("sweep", "cartpole", "--set", "steps=10", "--device", "cpu")
     assert proc.returncode == ExitCode.USAGE
     assert "exactly one --set KEY=V1,V2" in proc.stderr
+
+
+def test_fd_bands_are_configurable():
+    path = str(SCENARIOS / "custom_adjoint.py")
+    strict = cli(
+        "run",
+        path,
+        "--fault",
+        "wrong-adjoint",
+        "--passes",
+        "1",
+        "--format",
+        "json",
+        "--fd-error",
+        "0.9",
+        "--device",
+        "cpu",
+    )
+    (finding,) = [f for f in json.loads(strict.stdout)["scenarios"][0]["findings"] if f["check"] == "fd-mismatch"]
+    assert finding["severity"] == "warning" and finding["evidence"]["error"] == 0.9  # 0.5 is below the raised band
+    assert strict.returncode == ExitCode.OK
+    bad = cli("run", path, "--fd-warn", "0.5", "--fd-error", "0.1", "--device", "cpu")
+    assert bad.returncode == ExitCode.USAGE and "--fd-warn (0.5) must be positive and at most --fd-error" in bad.stderr

@@ -19,7 +19,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     fd = trace.fd
     if fd is None or fd.skipped:
         return ()
-    bands = _bands(trace)
+    bands = fd  # FDResult carries the warning and error bands it was run with
     worst_dir = max(fd.directions, key=lambda p: p.rel_error, default=None)
     worst_el = max(fd.elements, key=lambda p: p.rel_error, default=None)
     score = max(worst_dir.rel_error if worst_dir else 0.0, worst_el.rel_error if worst_el else 0.0)
@@ -63,9 +63,3 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
 
 def _probe(p) -> dict:
     return {"label": p.label, "ad": p.ad, "fd": p.fd, "eps": p.eps, "rel_error": p.rel_error, "abs_error": p.abs_error}
-
-
-def _bands(trace: Trace):
-    from gradcheck.finite_diff import FDOptions
-
-    return getattr(trace, "fd_options", None) or FDOptions()
