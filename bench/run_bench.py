@@ -311,9 +311,10 @@ on the same {r["p2"]["shared"]["gradcheck_tape_launches"]}-launch tape (defaults
 {r["p2"]["shared"]["gradcheck_tape_s"]:.1f} s, {"passed" if r["p2"]["shared"]["gradcheck_tape_passed"] else "failed"}; per-step
 {r["p2"]["per-step"]["gradcheck_tape_s"]:.1f} s, {"passed" if r["p2"]["per-step"]["gradcheck_tape_passed"] else "failed"}. It checks each
 launch in isolation with the values left after the forward pass, so it cannot see the inter-step rewrites that bias
-the stock solver (gradcheck's write-after-read and reentrancy probes name them), and it fails on correct Newton
-kernels (eval_rigid_tau accumulates into its outputs, the Cholesky adjoint is a deliberate no-op), so its verdict
-is the same for the biased and the correct solver.
+the stock solver (gradcheck's write-after-read and reentrancy probes name them), and it fails on the correct
+(per-step) solver too (the field notes trace such failures to kernels like eval_rigid_tau, which accumulates into
+its outputs, and the Cholesky adjoint, a deliberate no-op), so its verdict is the same for the biased and the
+correct solver.
 
 P5 on CPU: Warp runs CPU kernels on one thread without vectorising the loop; a bare float32 sum over the same
 16M floats measured 42 ms here, against ~10 ms for the `memcpy` behind `wp.copy`, so no Warp CPU kernel that reads
