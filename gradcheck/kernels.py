@@ -24,6 +24,8 @@ _UINT_OF = {}  # scalar type → unsigned type of the same width, for bit-exact 
 def _uint_for(scalar):
     if not _UINT_OF:
         _UINT_OF.update({wp.float16: wp.uint16, wp.float32: wp.uint32, wp.float64: wp.uint64})
+    if scalar not in _UINT_OF:
+        raise TypeError(f"gradient statistics need a float16/32/64 array, got {getattr(scalar, '__name__', scalar)}")
     return _UINT_OF[scalar]
 
 

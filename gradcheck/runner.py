@@ -340,10 +340,12 @@ def _is_float_array(array) -> bool:
 def _finish(observation: Observation) -> PointerIssue:
     """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
     norm = None
-    if observation.owner_array is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused"):
+    owner = observation.owner_array
+    # the owner can be any array the allocator handed the freed memory to (an int32 index array, say)
+    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and _is_float_array(owner):
         from gradcheck.stats import gradient_stats
 
-        norm = gradient_stats([observation.owner_array])[0].norm
+        norm = gradient_stats([owner])[0].norm
     return PointerIssue(
         check=observation.check,
         kind=observation.kind,

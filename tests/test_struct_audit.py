@@ -149,3 +149,17 @@ def test_every_fault_is_detected_by_a_struct_check(fault):
     result, report = run_scenario("nested-struct", fault=fault, passes=2)
     assert [f for f in result.findings if f.check in STRUCT_CHECKS], (fault, result.error, result.findings)
     assert report.exit_code == ExitCode.FINDINGS
+
+
+def test_memory_reused_by_an_integer_array_is_reported_without_a_norm():
+    """Freed gradient memory can be handed to any array (seen in CI: an int32 index array)."""
+    import warp as wp
+
+    from gradcheck.runner import _finish
+    from gradcheck.struct_audit import Observation
+
+    owner = wp.zeros(4, dtype=wp.int32, device="cpu")
+    issue = _finish(
+        Observation("dangling-adjoint", "reused", "parts[0].mass.grad", owner.ptr, 0, True, "idx", owner_array=owner)
+    )
+    assert (issue.check, issue.kind, issue.owner, issue.orphan_norm) == ("dangling-adjoint", "reused", "idx", None)
