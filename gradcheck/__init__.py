@@ -10,4 +10,12 @@ __version__ = "0.1.0"
 from gradcheck.exit_codes import ExitCode
 from gradcheck.findings import Finding, Severity
 
-__all__ = ["ExitCode", "Finding", "Severity", "__version__"]
+
+def check(scenario, **options):
+    """Run one scenario and return its frozen Report (see gradcheck.api.check)."""
+    from gradcheck.api import check as _check
+
+    return _check(scenario, **options)
+
+
+__all__ = ["ExitCode", "Finding", "Severity", "__version__", "check"]

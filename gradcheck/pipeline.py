@@ -52,18 +52,26 @@ def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = N
     return Report(environment=environment.describe(device), scenarios=results, fail_on=options.fail_on)
 
 
-def run_one(spec: str, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
+def run_one(spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
+    """``spec``: a spec string, or a scenario object (instance, class or factory) for the Python API."""
     from gradcheck import loader
     from gradcheck.resolve import resolve
     from gradcheck.runner import run_passes
 
     started = time.perf_counter()
-    name = spec
+    name = (
+        spec if isinstance(spec, str) else getattr(spec, "name", None) or getattr(spec, "__name__", type(spec).__name__)
+    )
     try:
-        ref = resolve(spec)
-        name = ref.label
-        scenario = loader.load(ref)
-        name = loader.scenario_name(scenario, ref)
+        if isinstance(spec, str):
+            ref = resolve(spec)
+            name = ref.label
+            scenario = loader.load(ref)
+            name = loader.scenario_name(scenario, ref)
+        else:
+            scenario = loader.instantiate(spec, where=str(name))
+            name = str(getattr(scenario, "name", None) or name)
+            spec = name
         loader.check_fault(scenario, name, options.fault)
         loader.check_options(scenario, name, dict(options.settings))
         trace = run_passes(

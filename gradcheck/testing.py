@@ -1,0 +1,38 @@
+"""pytest helper: fail a test when a scenario's gradients are unhealthy.
+
+    from gradcheck.testing import assert_gradients_healthy
+
+    def test_my_rollout_gradients():
+        assert_gradients_healthy(MyRollout, checks=["accumulation", "fd-mismatch"], passes=3)
+
+The assertion message lists every finding (severity, check, subject, message, fix), so the test
+log says what is wrong and where, without re-running anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gradcheck.findings import Severity
+
+
+def assert_gradients_healthy(scenario, checks: Iterable[str] | None = None, fail_on: str = "warning", **options):
+    """Run ``gradcheck.check(scenario, **options)``; raise AssertionError listing the findings at or
+    above ``fail_on`` (restricted to ``checks`` when given), or if the scenario failed to run.
+    Returns the Report otherwise."""
+    from gradcheck.api import check
+
+    report = check(scenario, **options)
+    (result,) = report.scenarios
+    if result.error:
+        raise AssertionError(f"gradcheck could not run {result.name}: {result.error}")
+    wanted = set(checks) if checks is not None else None
+    threshold = Severity.parse(fail_on)
+    bad = [f for f in result.findings if f.severity >= threshold and (wanted is None or f.check in wanted)]
+    if bad:
+        lines = [f"{len(bad)} gradient finding(s) in {result.name}:"]
+        for f in bad:
+            lines.append(f"  {f.severity.label} {f.check} {f.subject}: {f.message}")
+            lines.append(f"    fix: {f.hint}")
+        raise AssertionError("\n".join(lines))
+    return report
