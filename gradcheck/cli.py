@@ -172,6 +172,20 @@ def sweep(
     raise typer.Exit(int(code))
 
 
+@app.command()
+def explain(
+    check: str = typer.Argument(None, metavar="[CHECK]", help="a check name; omit to list them"),
+) -> None:
+    """What a check means, its common causes, the fix, and an example."""
+    from gradcheck.explain import explain as explain_text
+
+    try:
+        typer.echo(explain_text(check), nl=False)
+    except UsageError as exc:
+        typer.echo(f"gradcheck: error: {exc}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+
+
 @app.command("list")
 def list_scenarios(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),

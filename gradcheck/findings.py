@@ -47,6 +47,7 @@ class Finding:
             "message": self.message,
             "hint": self.hint,
             "evidence": _plain(self.evidence),
+            "explain": f"gradcheck explain {self.check}",
         }
 
 

@@ -20,6 +20,25 @@ from gradcheck.trace import ParamTrace, Trace
 NAME = "accumulation"
 SUMMARY = "gradients must not change between identical forward/backward passes"
 
+EXPLAIN = """
+What it means: the same inputs gave a different gradient on a later pass, so gradient from one backward leaked
+into the next.
+
+Common causes: tape.zero() never called, or called before backward (Tape.gradients is filled only during
+backward, so zeroing a fresh tape clears nothing); only the params zeroed by hand while intermediate
+gradients (custom adjoints such as Featherstone's joint_qdd, atomics into reused buffers, retain_grad arrays)
+keep theirs; gradients reachable only through an array of structs, which tape.zero() never sees.
+
+Fix: clear every gradient the tape touched after you read them.
+
+    tape = wp.Tape()
+    with tape:
+        loss = forward()
+    tape.backward(loss)
+    grads = [p.grad.numpy().copy() for p in params]   # read (copy: numpy() is a view on CPU)
+    tape.zero()                                        # then clear, after reading
+"""
+
 LINEAR_RTOL = 0.02  # pass-k coefficient within 2% of k, residual within 2%, counts as linear
 
 _SHAPES = {

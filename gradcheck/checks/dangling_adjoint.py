@@ -16,6 +16,20 @@ from gradcheck.trace import Trace
 NAME = "dangling-adjoint"
 SUMMARY = "no struct mirror or array-of-structs record may point at freed or foreign memory"
 
+EXPLAIN = """
+What it means: a pointer in a struct mirror or an array-of-structs record no longer belongs to the array it was
+written for: the memory was freed, or handed to another array. gradcheck does not launch backward then.
+
+Common causes: an array of structs built from struct instances that were dropped, after which requires_grad
+was turned off (the records keep raw pointers and no reference); arrays kept alive only by a temporary.
+
+Fix: keep every array (and its .grad) referenced while an array of structs points at it, and rebuild the array
+of structs after changing requires_grad or .grad.
+
+    self.part_records = [make_part(a) for a in arrays]   # keep the instances
+    self.parts = wp.array(self.part_records, dtype=Part)
+"""
+
 _REUSE = (
     "an address the allocator has already handed to a new array looks live, so a dangling pointer can hide behind "
     "reuse; gradcheck's allocation ledger catches that for memory allocated while it watched (setup and passes)"

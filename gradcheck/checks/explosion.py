@@ -15,6 +15,19 @@ from gradcheck.trace import ParamTrace, Trace
 NAME = "explosion"
 SUMMARY = "gradient norms must stay below --max-norm and not grow by orders of magnitude along the horizon"
 
+EXPLAIN = """
+What it means: a gradient norm exceeds --max-norm, or grows by orders of magnitude along the horizon
+(controls[0] >> controls[T]).
+
+Common causes: chaotic dynamics (double pendulum), stiff contacts, long horizons, a bug that multiplies the
+adjoint every step.
+
+Fix: shorter horizons or windows, damping, or clipping.
+
+    from gradcheck.clip import clip_grad_norm
+    total = clip_grad_norm(params, max_norm=1.0)
+"""
+
 
 def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
     findings = []

@@ -14,6 +14,21 @@ from gradcheck.trace import Trace
 NAME = "fd-mismatch"
 SUMMARY = "the tape's gradient must agree with central finite differences of the loss"
 
+EXPLAIN = """
+What it means: the tape's gradient disagrees with central finite differences of the loss, along random
+directions (fast mode) or for single elements (the worst one is named).
+
+Common causes: a wrong @wp.func_grad custom adjoint; buffers rewritten between forward and backward (see
+write-after-read and reentrancy: shared solver scratch); non-differentiable operations (clamps, branches, integer
+casts) on the path; a kernel with enable_backward=False.
+
+Fix: check the custom adjoint of the element named, or give each step its own buffers.
+
+    @wp.func_grad(energy)
+    def adj_energy(v: wp.vec3, adj_ret: float):
+        wp.adjoint[v] += wp.vec3(2.0 * v[0], 2.0 * v[1] * v[2], v[1] * v[1] + 1.0) * adj_ret
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     fd = trace.fd

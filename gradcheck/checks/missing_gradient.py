@@ -15,6 +15,23 @@ from gradcheck.trace import ParamTrace, Trace
 NAME = "missing-gradient"
 SUMMARY = "every param must have a gradient buffer that is nonzero on some pass"
 
+EXPLAIN = """
+What it means: a param has no .grad buffer, or its gradient is exactly zero on every pass backward ran.
+
+Common causes: the array was created without requires_grad=True; it is not read under the tape; Newton states
+or controls created inside the tape (Model.state()/control() copy model arrays with a taped wp.copy and the
+gradient lands in model.joint_q.grad); a struct field whose requires_grad changed after assignment
+(see stale-adjoint).
+
+Fix: allocate with requires_grad=True and create states and controls before the tape.
+
+    states = [model.state() for _ in range(steps + 1)]   # outside the tape
+    tape = wp.Tape()
+    with tape:
+        for i in range(steps):
+            solver.step(states[i], states[i + 1], controls[i], None, dt)
+"""
+
 _NO_BUFFER = "no-buffer"
 _ALL_ZERO = "all-zero"
 

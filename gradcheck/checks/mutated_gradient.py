@@ -16,6 +16,19 @@ from gradcheck.trace import Trace
 NAME = "mutated-gradient"
 SUMMARY = "gradients must not change between backward and the point where the loop reads them"
 
+EXPLAIN = """
+What it means: the gradient your loop reads after after_backward() is not the one backward produced.
+
+Common causes: an optimizer that keeps its state in the gradient memory or scales gradients in place
+(AdamWScheduleFree does this in PyTorch), a zero step or clip placed before the readout.
+
+Fix: read or copy gradients right after backward, before the optimizer step.
+
+    tape.backward(loss)
+    logged = [p.grad.numpy().copy() for p in params]
+    optimizer.step()
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     affected = [p for p in trace.params if any(q.mutated for q in p.passes)]

@@ -17,6 +17,18 @@ from gradcheck.trace import ParamTrace, Trace
 NAME = "nonfinite"
 SUMMARY = "gradients must be free of NaN and Inf"
 
+EXPLAIN = """
+What it means: a gradient holds NaN or Inf. If the forward loss was finite, backward alone produced it.
+
+Common causes: the adjoint of sqrt(0), length(0) or normalize(0) (d|v|/dv = v/|v| is 0/0 at v = 0); log of 0;
+division by a value that reaches 0; an exploding rollout.
+
+Fix: guard the singular point; --trace-nonfinite names the first operation that produced the NaN.
+
+    d = x[k + 1] - x[k]
+    stretch = wp.sqrt(wp.dot(d, d) + 1e-12) - rest   # or wp.length(d), which handles d = 0
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     affected = [p for p in trace.params if any(q.has_grad and q.nonfinite for q in p.passes)]

@@ -14,6 +14,16 @@ from gradcheck.trace import Trace
 NAME = "reentrancy"
 SUMMARY = "backward run twice on the same tape must give the same gradients"
 
+EXPLAIN = """
+What it means: running backward twice on the same tape (gradients zeroed between) gives different gradients:
+backward overwrote forward values it depends on.
+
+Common causes: the same as write-after-read: backward re-runs forward code and rewrites outputs that other
+launches share.
+
+Fix: run backward once per recorded forward; give shared scratch one copy per step.
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     replay = trace.replay

@@ -17,6 +17,22 @@ from gradcheck.trace import Trace
 NAME = "stale-adjoint"
 SUMMARY = "struct mirrors and array-of-structs records must point at the arrays (and grads) the fields hold now"
 
+EXPLAIN = """
+What it means: a wp.struct's ctypes mirror (what kernels receive) points at another data or grad buffer than
+the field's live array.
+
+Common causes: arr.requires_grad = False, arr.grad = new, or requires_grad = True after the array was assigned to
+the struct (the mirror is a copy made at assignment); a nested struct edited after it was assigned into its parent
+(nested structs are copied).
+
+Fix: assign the field again after changing it, and the inner struct again after editing it.
+
+    model.geo.scale.requires_grad = False
+    model.geo.scale = model.geo.scale      # refresh the mirror
+    geo.thickness = new_thickness
+    model.geo = geo                        # the parent holds a copy: assign it again
+"""
+
 _WHAT = {
     "orphan-grad": "gradient goes into a hidden orphan buffer",
     "replaced-grad": "gradient goes into the old buffer; the new .grad stays zero",

@@ -17,6 +17,16 @@ from gradcheck.trace import ParamTrace, Trace
 NAME = "vanishing"
 SUMMARY = "nonzero gradients must be large enough, relative to the loss, to be resolved in float32"
 
+EXPLAIN = """
+What it means: a gradient is nonzero but, relative to the loss, below what float32 resolves: an optimiser cannot
+move this param.
+
+Common causes: a coefficient in the wrong units (1e-12 instead of 1e-3), a loss dominated by other terms, a
+param that only matters through a saturated function.
+
+Fix: rescale the loss or the parametrisation so every param's influence is within a few orders of magnitude.
+"""
+
 
 def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
     losses = [abs(r.loss) for r in trace.passes if r.loss is not None and math.isfinite(r.loss)]

@@ -16,6 +16,22 @@ from gradcheck.trace import Trace
 NAME = "write-after-read"
 SUMMARY = "no array may be rewritten with different values after an earlier launch on the tape read it"
 
+EXPLAIN = """
+What it means: an array a launch read was rewritten with different values by a later launch. Backward replays
+the earlier launch from the array's current contents, so its gradient uses the later values.
+
+Common causes: scratch buffers shared by every step of a rollout (stock Newton SolverFeatherstone's solver.J,
+P, H, L, M); in-place updates of state arrays.
+
+Fix: one buffer per step (cartpole: --set scratch=per-step swaps per-step matrices into the solver), or
+recompute the values inside the kernel that reads them.
+
+    for i in range(steps):
+        for name, arr in scratch[i].items():
+            setattr(solver, name, arr)           # this step's own M, J, P, H, L
+        solver.step(states[i], states[i + 1], controls[i], None, dt)
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     replay = trace.replay

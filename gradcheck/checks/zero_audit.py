@@ -15,6 +15,20 @@ from gradcheck.trace import Survivor, Trace
 NAME = "zero-audit"
 SUMMARY = "after the zero step, no gradient buffer reachable from the tape may be nonzero"
 
+EXPLAIN = """
+What it means: after your zero step a gradient buffer the tape can reach still holds values; the next backward
+that touches it adds to them.
+
+Common causes: zeroing only the params by hand; tape.zero() called on a fresh tape; gradients behind an array of
+structs (wp.array(dtype=MyStruct)), which tape.zero() cannot follow; buffers registered with record_func.
+
+Fix: call tape.zero() after reading gradients, and zero what it cannot reach yourself.
+
+    tape.zero()
+    for part in part_arrays:        # reached only through records of an array of structs
+        part.grad.zero_()
+"""
+
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     first_seen: dict[str, int] = {}

@@ -116,7 +116,8 @@ def _scenario(console, result) -> None:
             findings.add_row(
                 f"[{style}]{f.severity.label}[/]",
                 f.check,
-                f"[bold]{_escape(f.subject)}[/]\n{_escape(f.message)}\n[dim]fix: {_escape(f.hint)}[/]",
+                f"[bold]{_escape(f.subject)}[/]\n{_escape(f.message)}\n[dim]fix: {_escape(f.hint)} "
+                f"(gradcheck explain {f.check})[/]",
             )
         console.print()
         console.print(findings)
