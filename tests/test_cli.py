@@ -72,7 +72,7 @@ def test_output_file_and_table_default(tmp_path):
     data = json.loads(out.read_text())
     assert {f["check"] for f in data["scenarios"][0]["findings"]} == {"accumulation", "zero-audit"}
     finding = data["scenarios"][0]["findings"][0]
-    assert set(finding) == {"check", "severity", "subject", "message", "hint", "evidence"}
+    assert set(finding) == {"check", "severity", "subject", "message", "hint", "evidence", "explain"}
 
     proc = cli(*args)
     assert proc.returncode == ExitCode.FINDINGS
