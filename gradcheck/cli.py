@@ -186,6 +186,54 @@ def explain(
         raise typer.Exit(int(ExitCode.USAGE)) from None
 
 
+@app.command()
+def selftest(
+    device: str = typer.Option(None, "--device", help="cpu or cuda:N (default: cuda:0 when available, else cpu)"),
+    passes: int = typer.Option(3, "--passes", help="passes per variant"),
+) -> None:
+    """Run every built-in fault and clean variant: each fault must be caught, each clean variant silent."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from gradcheck.selftest import run_selftest
+
+    try:
+        with _stdout_to_stderr():
+            outcomes = run_selftest(device, passes)
+    except UsageError as exc:
+        typer.echo(f"gradcheck: error: {exc}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    table = Table(box=None, header_style="bold", pad_edge=False, title="gradcheck selftest")
+    table.add_column("variant", overflow="fold")
+    table.add_column("must fire", overflow="fold")
+    table.add_column("fired", overflow="fold")
+    table.add_column("result")
+    for o in outcomes:
+        expected = ", ".join(sorted(o.case.expect)) or "nothing"
+        fired = o.error or (", ".join(sorted(o.fired)) or "nothing")
+        table.add_row(o.case.label, expected, fired, "ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE")
+    Console(highlight=False, width=100).print(table)
+    bad = [o for o in outcomes if not o.ok]
+    typer.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
+    raise typer.Exit(int(ExitCode.FINDINGS if bad else ExitCode.OK))
+
+
+@app.command()
+def new(
+    name: str = typer.Argument(..., help="scenario name; writes NAME.py in the current directory"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing file"),
+) -> None:
+    """Write a scenario file implementing the contract, ready to edit; `gradcheck run NAME.py` runs it."""
+    from gradcheck.scaffold import write_scenario
+
+    try:
+        path = write_scenario(name, Path.cwd(), force)
+    except UsageError as exc:
+        typer.echo(f"gradcheck: error: {exc}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    typer.echo(f"wrote {path}; run it with: gradcheck run {path.name}")
+
+
 @app.command("list")
 def list_scenarios(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),

@@ -1,0 +1,25 @@
+"""`gradcheck selftest` exits 0 on CPU; `gradcheck new NAME` writes a scenario that runs as is."""
+
+from __future__ import annotations
+
+from conftest import cli
+
+from gradcheck.exit_codes import ExitCode
+
+
+def test_selftest_passes_on_cpu():
+    proc = cli("selftest", "--device", "cpu", "--passes", "2")
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    assert "15 passed, 0 failed" in proc.stdout
+    assert "FALSE POSITIVE" not in proc.stdout and "MISS" not in proc.stdout
+
+
+def test_new_writes_a_runnable_scenario(tmp_path):
+    proc = cli("new", "my-rollout", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "my_rollout.py").is_file()
+    run = cli("run", "my_rollout.py", "--passes", "2", "--device", "cpu", cwd=tmp_path)
+    assert run.returncode == ExitCode.OK, run.stdout + run.stderr
+    assert "no findings" in run.stdout
+    again = cli("new", "my-rollout", cwd=tmp_path)
+    assert again.returncode == ExitCode.USAGE and "already exists" in again.stderr
