@@ -187,6 +187,83 @@ def explain(
 
 
 @app.command()
+def ci(
+    device: str = typer.Option(None, "--device", help="cpu or cuda:N (default: cuda:0 when available, else cpu)"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),
+    junit: Path = typer.Option(None, "--junit", help="also write a JUnit XML report to FILE"),
+    baseline: Path = typer.Option(None, "--baseline", help="accept the findings listed in FILE"),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="write the current findings to --baseline"),
+    timeout: float = typer.Option(600.0, "--timeout", help="seconds per scenario before it is stopped"),
+    shard_spec: str = typer.Option(None, "--shard", metavar="I/N", help="run the I-th of N shards"),
+    passes: int = typer.Option(None, "--passes", help="override [tool.gradcheck] passes"),
+    fail_on: FailOn = typer.Option(None, "--fail-on", help="override [tool.gradcheck] fail-on"),
+) -> None:
+    """Run the configured scenarios ([tool.gradcheck] in pyproject.toml), each isolated, for CI."""
+    import json
+
+    from gradcheck import ci as ci_run
+
+    try:
+        config = ci_run.load_config(Path.cwd())
+        entries = ci_run.shard(config.entries, shard_spec)
+        level = fail_on.value if fail_on else config.fail_on
+        count = passes or config.passes
+        if update_baseline and baseline is None:
+            raise UsageError("--update-baseline needs --baseline FILE to write to")
+        if baseline is not None and not update_baseline and not baseline.is_file():
+            raise UsageError(f"--baseline {str(baseline)!r} does not exist; create it with --update-baseline")
+        _check_writable(junit)
+    except UsageError as exc:
+        typer.echo(f"gradcheck: error: {exc}", err=True)
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    results = []
+    for i, entry in enumerate(entries, 1):
+        result = ci_run.run_entry(entry, count, level, device, timeout)
+        results.append(result)
+        typer.echo(f"gradcheck ci: [{i}/{len(entries)}] {entry.label}: {result['status']}", err=True)
+        if result.get("error"):
+            typer.echo(f"gradcheck: error: {result['error']}", err=True)
+    if baseline is not None and update_baseline:
+        baseline.write_text(json.dumps(ci_run.baseline_of(results, level), indent=2) + "\n", encoding="utf-8")
+    elif baseline is not None:
+        ci_run.apply_baseline(results, json.loads(baseline.read_text(encoding="utf-8")))
+    errors = [r for r in results if r.get("status") == "error"]
+    failing = {r["label"]: ci_run.failing(r, level) for r in results}
+    code = ExitCode.SCENARIO_ERROR if errors else ExitCode.FINDINGS if any(failing.values()) else ExitCode.OK
+    if update_baseline:
+        code = ExitCode.SCENARIO_ERROR if errors else ExitCode.OK
+    if junit is not None:
+        from gradcheck.explain import checks
+        from gradcheck.formats.junit import render as junit_xml
+
+        junit.write_text(junit_xml(results, list(checks()), level), encoding="utf-8")
+    if fmt == OutputFormat.json:
+        typer.echo(
+            json.dumps(
+                {
+                    "schema": "gradcheck-ci/1",
+                    "config": config.source,
+                    "fail_on": level,
+                    "scenarios": results,
+                    "exit_code": int(code),
+                },
+                indent=2,
+            )
+        )
+    else:
+        for r in results:
+            bad = failing.get(r["label"], [])
+            accepted = sum(1 for f in r.get("findings", []) if f.get("baselined"))
+            detail = r.get("error") or (", ".join(sorted({f["check"] for f in bad})) or "ok")
+            typer.echo(f"{r['label']}: {detail}" + (f" ({accepted} baselined)" if accepted else ""))
+        typer.echo(
+            f"{len(results)} scenario(s), {sum(1 for v in failing.values() if v)} failing, "
+            f"{len(errors)} error(s) — exit {int(code)}"
+        )
+    raise typer.Exit(int(code))
+
+
+@app.command()
 def selftest(
     device: str = typer.Option(None, "--device", help="cpu or cuda:N (default: cuda:0 when available, else cpu)"),
     passes: int = typer.Option(3, "--passes", help="passes per variant"),

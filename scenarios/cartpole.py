@@ -18,6 +18,8 @@ import math
 
 import warp as wp
 
+from gradcheck.scenarios._featherstone import per_step_scratch, use_scratch
+
 DT = 1.0 / 600.0
 
 
@@ -78,13 +80,7 @@ class CartPole:
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
 
         # per-step scratch: one copy of the solver's system matrices per step, swapped in before the step
-        self.scratch_sets = []
-        if scratch == "per-step":
-            names = ("M", "J", "P", "H", "L")
-            self.scratch_sets = [
-                {n: wp.zeros_like(getattr(self.solver, n), requires_grad=True) for n in names}
-                for _ in range(self.steps)
-            ]
+        self.scratch_sets = per_step_scratch(self.solver, self.steps) if scratch == "per-step" else []
 
         # a smooth, non-trivial force profile so every control has a gradient of its own
         self.force_profile = [[0.5 * math.sin(2.0 * math.pi * i / self.steps), 0.0] for i in range(self.steps)]
@@ -112,8 +108,7 @@ class CartPole:
             self._allocate_states()
         for i in range(self.steps):
             if self.scratch_sets:
-                for attr, arr in self.scratch_sets[i].items():
-                    setattr(self.solver, attr, arr)
+                use_scratch(self.solver, self.scratch_sets[i])
             self.solver.step(self.states[i], self.states[i + 1], self.controls[i], None, DT)
         final = self.states[-1]
         wp.launch(final_state_loss, dim=1, inputs=[final.joint_q, final.joint_qd], outputs=[self.loss])

@@ -3,7 +3,8 @@
 Not a planted bug: the dynamics are chaotic, so the sensitivity of the final state to earlier
 states and controls grows exponentially with the horizon, and so does the gradient. At the
 default horizon the gradients are healthy; at long horizons (``--set steps=...``) the explosion
-check reports how far the gradient norm grows along ``controls[*].joint_f``.
+check reports how far the gradient norm grows along ``controls[*].joint_f``. Per-step solver
+scratch by default (``--set scratch=shared`` for stock Newton), so what grows is the physics.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 import os
 
 import warp as wp
+
+from gradcheck.scenarios._featherstone import per_step_scratch, use_scratch
 
 DT = 1.0 / 600.0
 
@@ -29,10 +32,10 @@ def tip_loss(joint_q: wp.array(dtype=float), joint_qd: wp.array(dtype=float), lo
 
 class DoublePendulum:
     name = "double-pendulum"
-    description = "Chaotic cart double pendulum (Newton cartpole.urdf, Featherstone); gradients explode with the horizon (option: steps)"
+    description = "Chaotic cart double pendulum (Newton cartpole.urdf, Featherstone); gradients explode with the horizon (options: steps, scratch)"
     faults = {}
 
-    def setup(self, device, fault=None, steps="200"):
+    def setup(self, device, fault=None, steps="200", scratch="per-step"):
         import newton
         import newton.examples
 
@@ -47,6 +50,9 @@ class DoublePendulum:
         builder.joint_qd[-3:] = [0.0, 0.0, 0.0]
         self.model = builder.finalize(device, requires_grad=True)
         self.solver = newton.solvers.SolverFeatherstone(self.model)
+        if scratch not in ("shared", "per-step"):
+            raise ValueError(f"scratch must be 'shared' or 'per-step', got {scratch!r}")
+        self.scratch_sets = per_step_scratch(self.solver, self.steps) if scratch == "per-step" else []
         self.states = [self.model.state() for _ in range(self.steps + 1)]
         self.controls = [self.model.control() for _ in range(self.steps)]
         for i, control in enumerate(self.controls):
@@ -61,6 +67,8 @@ class DoublePendulum:
 
     def forward(self):
         for i in range(self.steps):
+            if self.scratch_sets:
+                use_scratch(self.solver, self.scratch_sets[i])
             self.solver.step(self.states[i], self.states[i + 1], self.controls[i], None, DT)
         final = self.states[-1]
         wp.launch(tip_loss, dim=1, inputs=[final.joint_q, final.joint_qd], outputs=[self.loss])

@@ -1,0 +1,88 @@
+"""`gradcheck ci`: isolation (hang, segfault), JSON and JUnit complete and valid, baselines, shards."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import xmlschema
+from conftest import SCENARIOS, TESTS, cli
+
+from gradcheck.exit_codes import ExitCode
+
+
+def _project(tmp_path, scenarios: str):
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [tool.gradcheck]
+            passes = 2
+            fail-on = "error"
+            scenarios = [
+            {textwrap.indent(scenarios, "    ")}
+            ]
+            """
+        )
+    )
+    return tmp_path
+
+
+def test_crashing_and_hanging_scenarios_do_not_lose_the_others(tmp_path):
+    misbehaving = SCENARIOS / "misbehaving.py"
+    _project(
+        tmp_path,
+        f"""\
+        {{ spec = "{SCENARIOS / "retain_grad.py"}" }},
+        {{ spec = "{misbehaving}:Hangs" }},
+        {{ spec = "{misbehaving}:Segfaults" }},
+        {{ spec = "{SCENARIOS / "retain_grad.py"}", fault = "no-zero" }},
+        """,
+    )
+    junit = tmp_path / "report.xml"
+    proc = cli("ci", "--format", "json", "--junit", str(junit), "--timeout", "20", "--device", "cpu", cwd=tmp_path)
+    assert proc.returncode == ExitCode.SCENARIO_ERROR, proc.stderr
+    data = json.loads(proc.stdout)
+    statuses = [s["status"] for s in data["scenarios"]]
+    assert statuses == ["ok", "error", "error", "findings"]
+    assert "timed out after 20 s" in data["scenarios"][1]["error"]
+    assert "killed by signal 11" in data["scenarios"][2]["error"]
+    schema = xmlschema.XMLSchema(str(TESTS / "data" / "junit.xsd"))
+    schema.validate(str(junit))
+    xml = junit.read_text()
+    assert xml.count("<testsuite ") == 4 and xml.count("<error ") == 2
+    assert '<failure message="1 finding(s)" type="accumulation">' in xml
+
+
+def test_baseline_accepts_known_findings(tmp_path):
+    _project(tmp_path, f'{{ spec = "{SCENARIOS / "retain_grad.py"}", fault = "params-only" }},')
+    baseline = tmp_path / "baseline.json"
+    first = cli("ci", "--device", "cpu", cwd=tmp_path)
+    assert first.returncode == ExitCode.FINDINGS
+    update = cli("ci", "--baseline", str(baseline), "--update-baseline", "--device", "cpu", cwd=tmp_path)
+    assert update.returncode == ExitCode.OK, update.stderr
+    accepted = json.loads(baseline.read_text())["accepted"]
+    assert [a["check"] for a in accepted] == ["accumulation"]
+    again = cli("ci", "--baseline", str(baseline), "--device", "cpu", cwd=tmp_path)
+    assert again.returncode == ExitCode.OK, again.stdout
+    assert "(1 baselined)" in again.stdout
+
+
+def test_shards_split_the_list(tmp_path):
+    _project(
+        tmp_path,
+        f'"{SCENARIOS / "retain_grad.py"}", "{SCENARIOS / "struct_array.py"}", "{SCENARIOS / "struct_fields.py"}",',
+    )
+    one = json.loads(cli("ci", "--shard", "1/2", "--format", "json", "--device", "cpu", cwd=tmp_path).stdout)
+    two = json.loads(cli("ci", "--shard", "2/2", "--format", "json", "--device", "cpu", cwd=tmp_path).stdout)
+    assert [s["name"] for s in one["scenarios"]] == ["retain-grad", "struct-fields"]
+    assert [s["name"] for s in two["scenarios"]] == ["struct-array"]
+    bad = cli("ci", "--shard", "3/2", cwd=tmp_path)
+    assert bad.returncode == ExitCode.USAGE and "--shard '3/2' must be I/N" in bad.stderr
+
+
+def test_default_list_is_every_builtin_clean_variant_and_passes(tmp_path):
+    proc = cli("ci", "--format", "json", "--device", "cpu", cwd=tmp_path)
+    assert proc.returncode == ExitCode.OK, proc.stdout[-3000:]
+    data = json.loads(proc.stdout)
+    assert {s["name"] for s in data["scenarios"]} == {"cartpole", "double-pendulum", "nested-struct", "spring-chain"}
+    assert data["config"] == "built-in defaults"
