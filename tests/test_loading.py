@@ -111,7 +111,8 @@ def test_unknown_scenario_is_a_usage_error():
     ],
 )
 def test_bad_input_gives_one_line_and_exit_code(args, code, needle):
-    proc = cli(*args, "--device", "cpu", "--format", "json")
+    device = [] if "--device" in args else ["--device", "cpu"]
+    proc = cli(*args, *device, "--format", "json")
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("gradcheck: error:")]
     assert len(errors) == 1, proc.stderr
@@ -120,6 +121,16 @@ def test_bad_input_gives_one_line_and_exit_code(args, code, needle):
     import json
 
     assert json.loads(proc.stdout)["exit_code"] == code  # stdout stays a valid report
+
+
+def test_all_nan_gradients_are_a_finding_not_a_crash():
+    proc, data = cli_json(
+        "run", str(SCENARIOS / "raises.py"), "--set", "phase=all-nan", "--passes", "2", "--device", "cpu"
+    )
+    assert proc.returncode == ExitCode.FINDINGS, proc.stderr
+    (scenario,) = data["scenarios"]
+    assert scenario["status"] == "findings" and scenario["error"] is None
+    assert "nonfinite" in {f["check"] for f in scenario["findings"]}
 
 
 def test_debug_shows_the_traceback():
