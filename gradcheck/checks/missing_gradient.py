@@ -54,7 +54,7 @@ def _kind(param: ParamTrace, ran: list[int]) -> str | None:
     passes = [param.passes[i] for i in ran if i < len(param.passes)]
     if any(not p.has_grad for p in passes):
         return _NO_BUFFER
-    if all(p.norm == 0 for p in passes):
+    if all(p.nonzero == 0 for p in passes):  # NaN counts as nonzero: an all-NaN gradient is nonfinite, not missing
         return _ALL_ZERO
     return None
 
