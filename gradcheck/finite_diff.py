@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from gradcheck.paths import group_by_family
+from gradcheck.warp_compat import is_float_array
 
 EPS = (1e-2, 1e-3)
 F32_EPS = 1.2e-7
@@ -122,7 +123,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
 
     if options.mode == "off":
         return FDResult(mode="off", skipped="--fd off")
-    keys = [k for k in params if k in grads and _is_float(params[k])]
+    keys = [k for k in params if k in grads and is_float_array(params[k])]
     if not keys:
         return FDResult(mode=options.mode, skipped="no param with a gradient")
     if any(not np.all(np.isfinite(grads[k])) for k in keys):
@@ -205,9 +206,3 @@ def _scale(values) -> float:
 
     rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
     return rms if rms > 0 and math.isfinite(rms) else 1.0
-
-
-def _is_float(array) -> bool:
-    from gradcheck.warp_compat import scalar_type
-
-    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")

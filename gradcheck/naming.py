@@ -100,12 +100,16 @@ def walk(root) -> ArrayNames:
 
 def label_launch_arguments(tape, names: ArrayNames) -> None:
     """Fallback names ``kernel.argument`` for arrays the walk did not reach."""
-    from gradcheck.warp_compat import is_array, kernel_launches
+    from itertools import chain
 
-    for launch in kernel_launches(tape):
-        for value, label in zip(launch.inputs + launch.outputs, launch.labels):
+    from gradcheck.warp_compat import argument_label, is_array
+
+    for entry in tape.launches:
+        if entry.__class__ is not list:  # record_func entries are callables
+            continue
+        for position, value in enumerate(chain(entry[3], entry[4])):
             if is_array(value) and id(value) not in names.by_id:
-                path = f"{launch.key}.{label}"
+                path = argument_label(entry[0], position)
                 names.add(value, path)
                 if value.grad is not None:
                     names.add(value.grad, path + ".grad")

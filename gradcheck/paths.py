@@ -41,10 +41,3 @@ def family_prefix(count: int, size: int, fam: str, shown: str = "worst") -> str:
     if count == 1:
         return ""
     return f"{count} of {size} arrays {fam}" + (f", {shown} shown: " if shown else ": ")
-
-
-def describe_family(paths: list[str]) -> str:
-    """A short human label: the path itself, or ``controls[*].joint_f (100 arrays)``."""
-    if len(paths) == 1:
-        return paths[0]
-    return f"{family(paths[0])} ({len(paths)} arrays)"

@@ -20,6 +20,7 @@ from itertools import chain
 
 from gradcheck.naming import ArrayNames
 from gradcheck.warp_compat import (
+    argument_label,
     array_class,
     is_array_var,
     is_struct_instance,
@@ -166,8 +167,5 @@ class LaunchLabel:
                 continue
             for position, value in enumerate(chain(entry[3], entry[4])):
                 if value is self.value:
-                    kernel = entry[0]
-                    args = getattr(getattr(kernel, "adj", None), "args", ())
-                    arg = args[position].label if position < len(args) else f"arg{position}"
-                    return f"{getattr(kernel, 'key', kernel)}.{arg}{self.suffix}"
+                    return argument_label(entry[0], position) + self.suffix
         return f"<unnamed array>{self.suffix}"

@@ -41,7 +41,7 @@ class ReplayResult:
     skipped: str | None = None
 
 
-def _fingerprint(array) -> int:
+def fingerprint(array) -> int:
     import numpy as np
 
     values = np.ascontiguousarray(array.numpy())
@@ -82,7 +82,7 @@ def make_fingerprint_tape():
                 for value in group:
                     for array in _arrays_of(value, array_type):
                         key = id(array)
-                        fp = _fingerprint(array)
+                        fp = fingerprint(array)
                         self.arrays[key] = array
                         self.events.setdefault(key, []).append((index, kind, fp))
                         self.current[key] = fp

@@ -30,6 +30,7 @@ from gradcheck.warp_compat import (
     array_class,
     is_array,
     is_array_var,
+    is_float_array,
     is_struct_instance,
     is_struct_type,
     load_warp,
@@ -258,7 +259,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
     import numpy as np
     import warp as wp
 
-    from gradcheck.replay_probe import ReplayResult, analyse, make_fingerprint_tape
+    from gradcheck.replay_probe import ReplayResult, analyse, fingerprint, make_fingerprint_tape
 
     if any(r.backward_skipped for r in loop.records):
         return ReplayResult(skipped="backward was not launched (see dangling-adjoint)")
@@ -285,10 +286,10 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
 
         arrays = list(tape.arrays.values())
         zero_all()
-        before = [_fingerprint(a) for a in arrays]
+        before = [fingerprint(a) for a in arrays]
         _backward(scenario, name, tape, loss)
         first = grads()
-        changed = [a for a, fp in zip(arrays, before) if _fingerprint(a) != fp]
+        changed = [a for a, fp in zip(arrays, before) if fingerprint(a) != fp]
         zero_all()
         _backward(scenario, name, tape, loss)
         second = grads()
@@ -316,25 +317,13 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
     )
 
 
-def _fingerprint(array) -> int:
-    from gradcheck.replay_probe import _fingerprint as fingerprint
-
-    return fingerprint(array)
-
-
 def _value_norms(snapshots: dict) -> dict[str, float]:
     """L2 norm of each param's initial values (the loss scale a gradient is compared with)."""
     from gradcheck.stats import StatsPlan
 
-    keys = [k for k, a in snapshots.items() if _is_float_array(a)]
+    keys = [k for k, a in snapshots.items() if is_float_array(a)]
     rows = StatsPlan().table([snapshots[k] for k in keys]).rows() if keys else []
     return {k: r.norm for k, r in zip(keys, rows)}
-
-
-def _is_float_array(array) -> bool:
-    from gradcheck.warp_compat import scalar_type
-
-    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")
 
 
 def _finish(observation: Observation) -> PointerIssue:
@@ -342,7 +331,7 @@ def _finish(observation: Observation) -> PointerIssue:
     norm = None
     owner = observation.owner_array
     # the owner can be any array the allocator handed the freed memory to (an int32 index array, say)
-    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and _is_float_array(owner):
+    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and is_float_array(owner):
         from gradcheck.stats import gradient_stats
 
         norm = gradient_stats([owner])[0].norm

@@ -65,6 +65,11 @@ def scalars_per_element(dtype) -> int:
     return int(wp.types.type_size(dtype))
 
 
+def is_float_array(array) -> bool:
+    """float16/32/64 scalars, vectors or matrices: the arrays gradients and statistics apply to."""
+    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")
+
+
 def scalar_type(dtype):
     """float32 for float32, vec3f, mat33f …"""
     return getattr(dtype, "_wp_scalar_type_", dtype)
@@ -98,28 +103,11 @@ def struct_fields(instance):
         yield name, getattr(instance, name), var
 
 
-@dataclass(frozen=True)
-class KernelLaunch:
-    index: int
-    kernel: object
-    inputs: tuple
-    outputs: tuple
-    labels: tuple[str, ...]  # one per input then output
-
-    @property
-    def key(self) -> str:
-        return getattr(self.kernel, "key", str(self.kernel))
-
-
-def kernel_launches(tape):
-    """The tape's kernel launches (``record_func`` callables are skipped)."""
-    for index, entry in enumerate(tape.launches):
-        if callable(entry):
-            continue
-        kernel, inputs, outputs = entry[0], tuple(entry[3]), tuple(entry[4])
-        args = getattr(getattr(kernel, "adj", None), "args", ())
-        labels = tuple(args[i].label if i < len(args) else f"arg{i}" for i in range(len(inputs) + len(outputs)))
-        yield KernelLaunch(index, kernel, inputs, outputs, labels)
+def argument_label(kernel, position: int) -> str:
+    """``kernel.argument`` label of a launch argument (position over inputs then outputs)."""
+    args = getattr(getattr(kernel, "adj", None), "args", ())
+    arg = args[position].label if position < len(args) else f"arg{position}"
+    return f"{getattr(kernel, 'key', kernel)}.{arg}"
 
 
 def tape_gradient_keys(tape):
@@ -142,20 +130,16 @@ def struct_records(array):
 
     Nested struct fields decode recursively. The bytes are copied to the host once.
     """
+    import ctypes
+
     import numpy as np
 
     dtype = array.dtype
     raw = np.ascontiguousarray(array.numpy()).tobytes()
-    size = dtype.ctype and _ctype_size(dtype.ctype)
+    size = ctypes.sizeof(dtype.ctype)
     for i in range(array.size):
         record = dtype.ctype.from_buffer_copy(raw, i * size)
         yield i, _decode(dtype, record)
-
-
-def _ctype_size(ctype) -> int:
-    import ctypes
-
-    return ctypes.sizeof(ctype)
 
 
 def _decode(struct_type, record) -> dict:
@@ -176,14 +160,3 @@ def _decode(struct_type, record) -> dict:
         elif is_struct_type(var.type):
             out[name] = (var, _decode(var.type, value))
     return out
-
-
-def view_at(ptr: int, var, descriptor: ArrayDescriptor, device):
-    """A non-owning Warp array over memory at ``ptr`` shaped like ``descriptor``.
-
-    Only call this for pointers known to belong to a live allocation.
-    """
-    import warp as wp
-
-    dtype = getattr(var.type, "dtype", None)
-    return wp.array(ptr=ptr, dtype=dtype, shape=descriptor.shape, strides=descriptor.strides, device=device)
