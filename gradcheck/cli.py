@@ -75,6 +75,11 @@ def run(
     fd_warn: float = typer.Option(1e-2, "--fd-warn", help="fd-mismatch: relative error from which it is a warning"),
     fd_error: float = typer.Option(1e-1, "--fd-error", help="fd-mismatch: relative error from which it is an error"),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="write-after-read and reentrancy probe"),
+    timeout: float = typer.Option(
+        None,
+        "--timeout",
+        help="stop a scenario after SECONDS and report it as an error (runs them in a worker process)",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
 ) -> None:
@@ -83,6 +88,7 @@ def run(
     from gradcheck.check_options import CheckOptions
     from gradcheck.findings import Severity
     from gradcheck.finite_diff import FDOptions
+    from gradcheck.progress import progress_bars
 
     report = None
     try:
@@ -98,10 +104,11 @@ def run(
             trace_nonfinite=trace_nonfinite,
             fd=FDOptions(mode=fd.value, warn=fd_warn, error=fd_error),
             replay=replay,
+            timeout=timeout,
         )
         _check_writable(output)
-        with _stdout_to_stderr(), _progress(quiet) as progress:
-            report = pipeline.run(specs, options, progress)
+        with _stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars:
+            report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)
     except UsageError as exc:
         report = _usage_report(str(exc), fail_on.value)
     for result in report.scenarios:
@@ -167,7 +174,7 @@ def sweep(
         for r in rows:
             error = f"{r.error:.3g}" if r.error is not None else "—"
             table.add_row(r.value, error, r.severity, f"{r.seconds:.1f}")
-        Console(highlight=False, width=100).print(table)
+        Console(highlight=False, width=_width()).print(table)
     code = ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
     raise typer.Exit(int(code))
 
@@ -216,13 +223,18 @@ def ci(
     except UsageError as exc:
         typer.echo(f"gradcheck: error: {exc}", err=True)
         raise typer.Exit(int(ExitCode.USAGE)) from None
+    from gradcheck.progress import progress_bars
+
     results = []
-    for i, entry in enumerate(entries, 1):
-        result = ci_run.run_entry(entry, count, level, device, timeout)
-        results.append(result)
-        typer.echo(f"gradcheck ci: [{i}/{len(entries)}] {entry.label}: {result['status']}", err=True)
-        if result.get("error"):
-            typer.echo(f"gradcheck: error: {result['error']}", err=True)
+    with progress_bars(False, len(entries)) as bars:
+        for i, entry in enumerate(entries, 1):
+            result = ci_run.run_entry(entry, count, level, device, timeout)
+            results.append(result)
+            typer.echo(f"gradcheck ci: [{i}/{len(entries)}] {entry.label}: {result['status']}", err=True)
+            if result.get("error"):
+                typer.echo(f"gradcheck: error: {result['error']}", err=True)
+            if bars is not None:
+                bars.scenarios(entry.label, i, len(entries))
     if baseline is not None and update_baseline:
         baseline.write_text(json.dumps(ci_run.baseline_of(results, level), indent=2) + "\n", encoding="utf-8")
     elif baseline is not None:
@@ -272,11 +284,12 @@ def selftest(
     from rich.console import Console
     from rich.table import Table
 
-    from gradcheck.selftest import run_selftest
+    from gradcheck.progress import progress_bars
+    from gradcheck.selftest import CASES, run_selftest
 
     try:
-        with _stdout_to_stderr():
-            outcomes = run_selftest(device, passes)
+        with _stdout_to_stderr(), progress_bars(False, len(CASES)) as bars:
+            outcomes = run_selftest(device, passes, bars and bars.scenarios)
     except UsageError as exc:
         typer.echo(f"gradcheck: error: {exc}", err=True)
         raise typer.Exit(int(ExitCode.USAGE)) from None
@@ -289,7 +302,7 @@ def selftest(
         expected = ", ".join(sorted(o.case.expect)) or "nothing"
         fired = o.error or (", ".join(sorted(o.fired)) or "nothing")
         table.add_row(o.case.label, expected, fired, "ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE")
-    Console(highlight=False, width=100).print(table)
+    Console(highlight=False, width=_width()).print(table)
     bad = [o for o in outcomes if not o.ok]
     typer.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
     raise typer.Exit(int(ExitCode.FINDINGS if bad else ExitCode.OK))
@@ -369,10 +382,23 @@ def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
             typer.echo(f"gradcheck: error: cannot write --output {str(output)!r}: {exc.strerror}", err=True)
             raise typer.Exit(int(ExitCode.USAGE)) from None
         return
-    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    width = min(os.get_terminal_size().columns, 140) if sys.stdout.isatty() else 100
-    sys.stdout.write(render(report, fmt, color=color, width=width))
+    sys.stdout.write(render(report, fmt, color=_color(), width=_width()))
     sys.stdout.flush()
+
+
+def _color() -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (https://no-color.org: any value)."""
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def _width() -> int:
+    """The terminal's width (capped at 140 so rows stay scannable); COLUMNS when piped; else 100."""
+    if sys.stdout.isatty():
+        return max(40, min(os.get_terminal_size().columns, 140))
+    try:
+        return max(40, int(os.environ["COLUMNS"]))
+    except (KeyError, ValueError):
+        return 100
 
 
 def _usage_report(message: str, fail_on: str):
@@ -408,33 +434,6 @@ def _stdout_to_stderr():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-@contextlib.contextmanager
-def _progress(quiet: bool):
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(name: str, index: int, passes: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(f"{name} passes", total=passes)
-            bar.update(tasks[name], completed=index)
-
-        yield update
 
 
 def main() -> None:

@@ -39,6 +39,10 @@ class Finding:
         # frozen all the way down: a report cannot be edited after the checks ran
         object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
 
+    def __reduce__(self):
+        # a mapping proxy cannot be pickled; findings cross a process boundary under --timeout
+        return (Finding, (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence)))
+
     def to_dict(self) -> dict:
         return {
             "check": self.check,

@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 
 from gradcheck.errors import ScenarioError, UsageError
@@ -136,11 +137,23 @@ def _import_file(ref: ScenarioRef):
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise ScenarioError(f"importing scenario file {ref.spec!r} failed: {_describe(exc)}") from exc
+        raise ScenarioError(f"importing scenario file {ref.spec!r} failed: {_describe(exc, path)}") from exc
     return module
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, path: str | None = None) -> str:
     if isinstance(exc, SyntaxError):
         return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno}); fix the file"
-    return f"{type(exc).__name__}: {exc}; run with --debug for the traceback"
+    return f"{type(exc).__name__}{_line_in(exc, path)}: {exc}; run with --debug for the traceback"
+
+
+def _line_in(exc: BaseException, path: str | None) -> str:
+    """' at line N' of the scenario file where the exception was raised (the innermost such frame),
+    so the user sees which import or statement failed without --debug."""
+    if path is None:
+        return ""
+    import traceback
+
+    target = os.path.realpath(path)
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename) == target]
+    return f" at line {lines[-1]}" if lines else ""

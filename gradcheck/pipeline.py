@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import traceback as tb
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gradcheck.check_options import CheckOptions
@@ -34,9 +34,16 @@ class RunOptions:
     fd: FDOptions = field(default_factory=FDOptions)  # finite-difference check (--fd fast|elements|off)
     replay: bool = True  # write-after-read and reentrancy probe (--no-replay to skip)
     checks: CheckOptions = field(default_factory=CheckOptions)
+    timeout: float | None = None  # --timeout: run in a worker process, stop a scenario after this many seconds
 
 
-def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = None) -> Report:
+def run(
+    specs: Sequence[str],
+    options: RunOptions,
+    progress: Progress | None = None,
+    on_scenario: Callable[[str, int, int], None] | None = None,
+) -> Report:
+    """``progress(name, pass, passes)`` after each pass; ``on_scenario(name, done, total)`` after each scenario."""
     from gradcheck import environment
 
     if options.passes < 1:
@@ -47,9 +54,40 @@ def run(specs: Sequence[str], options: RunOptions, progress: Progress | None = N
         raise UsageError(f"--max-norm must be a positive number, got {options.checks.max_norm}")
     if not 0 < options.fd.warn <= options.fd.error:
         raise UsageError(f"--fd-warn ({options.fd.warn}) must be positive and at most --fd-error ({options.fd.error})")
+    if options.timeout is not None and not options.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {options.timeout}")
     device = environment.check_device(options.device) if options.device else environment.default_device()
-    results = tuple(run_one(spec, options, device, progress) for spec in specs)
-    return Report(environment=environment.describe(device), scenarios=results, fail_on=options.fail_on)
+    results = []
+    with _executor(options) as executor:
+        for spec in specs:
+            results.append(executor.run_one(spec, options, device, progress))
+            if on_scenario is not None:
+                on_scenario(results[-1].name, len(results), len(specs))
+    env = environment.describe(device) | executor.versions  # after the runs: the scenarios imported newton
+    return Report(environment=env, scenarios=tuple(results), fail_on=options.fail_on)
+
+
+class _InProcess:
+    """The default executor: scenarios run in this process (fastest; tracebacks and debuggers work)."""
+
+    versions: Mapping[str, str] = {}  # the report's environment already has this process's versions
+
+    def run_one(self, spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
+        return _run_here(spec, options, device, progress)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _executor(options: RunOptions) -> _InProcess:  # or an Isolated, which has the same three methods
+    if options.timeout is None:
+        return _InProcess()
+    from gradcheck.isolation import Isolated
+
+    return Isolated(options.timeout)
 
 
 def run_one(spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
@@ -112,6 +150,9 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
     )
 
 
+_run_here = run_one  # the module function, for _InProcess.run_one (whose own name shadows it in reading)
+
+
 def _fd_summary(trace: Trace) -> dict | None:
     fd = trace.fd
     if fd is None:
@@ -165,6 +206,11 @@ def _notes(trace: Trace) -> tuple[str, ...]:
 
 
 def _failed(spec, name, options: RunOptions, device, exc: GradcheckError, started) -> ScenarioResult:
+    return failed_result(spec, name, options, device, exc, time.perf_counter() - started)
+
+
+def failed_result(spec, name, options: RunOptions, device, exc: GradcheckError, seconds: float) -> ScenarioResult:
+    """A scenario that could not run, as a value: its error line, exit code and (with --debug) traceback."""
     cause = exc.__cause__ or exc
     return ScenarioResult(
         spec=spec,
@@ -175,7 +221,7 @@ def _failed(spec, name, options: RunOptions, device, exc: GradcheckError, starte
         error=str(exc),
         error_code=ExitCode(exc.exit_code),
         traceback="".join(tb.format_exception(type(cause), cause, cause.__traceback__)) if options.debug else None,
-        seconds=time.perf_counter() - started,
+        seconds=seconds,
     )
 
 

@@ -1,12 +1,13 @@
-"""`gradcheck ci`: isolation (hang, segfault), JSON and JUnit complete and valid, baselines, shards."""
+"""`gradcheck ci` and `run --timeout`: isolation (hang, segfault), JSON and JUnit complete and valid, baselines, shards."""
 
 from __future__ import annotations
 
 import json
 import textwrap
 
+import pytest
 import xmlschema
-from conftest import SCENARIOS, TESTS, cli
+from conftest import SCENARIOS, TESTS, cli, cli_json
 
 from gradcheck.exit_codes import ExitCode
 
@@ -86,3 +87,54 @@ def test_default_list_is_every_builtin_clean_variant_and_passes(tmp_path):
     data = json.loads(proc.stdout)
     assert {s["name"] for s in data["scenarios"]} == {"cartpole", "double-pendulum", "nested-struct", "spring-chain"}
     assert data["config"] == "built-in defaults"
+
+
+def test_run_timeout_stops_a_native_hang_and_a_crash_and_reports_the_rest():
+    """`run --timeout`: a Warp kernel that never returns is stopped, a segfault is survived, and the
+    scenario after them still runs in a fresh worker; stdout stays one valid JSON report."""
+    misbehaving = SCENARIOS / "misbehaving.py"
+    proc, data = cli_json(
+        "run",
+        f"{misbehaving}:SpinsInKernel",
+        f"{misbehaving}:Segfaults",
+        str(SCENARIOS / "factory.py"),
+        "--timeout", "10", "--passes", "3", "--device", "cpu", "--fd", "off", "--no-replay",
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.SCENARIO_ERROR, proc.stderr
+    spins, segfaults, linear = data["scenarios"]
+    assert spins["status"] == "error"
+    assert "timed out after 10 s (--timeout) during pass 2 of 3" in spins["error"]
+    assert segfaults["status"] == "error" and "killed by SIGSEGV" in segfaults["error"]
+    assert linear["status"] == "ok" and linear["passes"] == 3
+    assert linear["params"][0]["norms"] == pytest.approx([(1 + 4 + 9 + 16) ** 0.5] * 3)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("gradcheck: error:")]
+    assert len(errors) == 2 and "Traceback" not in proc.stderr
+    assert data["environment"]["warp"]  # versions come from the worker
+
+
+def test_run_timeout_gives_the_same_report_as_in_process():
+    """Isolation changes where a scenario runs, not what is found."""
+    args = ("run", "nested-struct", "--fault", "grad-replaced", "--passes", "3", "--device", "cpu")
+    _, inline = cli_json(*args)
+    _, isolated = cli_json(*args, "--timeout", "300")
+
+    def essence(report):  # what was found; not timings or the process's pointer values
+        (s,) = report["scenarios"]
+        return (
+            s["status"],
+            s["losses"],
+            s["fd"],
+            [(p["subject"], p["norms"], p["verdict"]) for p in s["params"]],
+            [(f["check"], f["severity"], f["subject"]) for f in s["findings"]],
+        )
+
+    assert essence(isolated) == essence(inline)
+    assert {f["check"] for f in inline["scenarios"][0]["findings"]} >= {"stale-adjoint", "fd-mismatch"}
+    assert isolated["exit_code"] == inline["exit_code"] == ExitCode.FINDINGS
+
+
+def test_run_timeout_must_be_positive():
+    proc, data = cli_json("run", "cartpole", "--timeout", "0", "--device", "cpu")
+    assert proc.returncode == ExitCode.USAGE
+    assert "--timeout must be a positive number of seconds" in proc.stderr
+    assert data["error"].startswith("--timeout")

@@ -99,6 +99,11 @@ def test_unknown_scenario_is_a_usage_error():
         (["run", "cartpole", "--set", "stpes=3"], ExitCode.USAGE, "unknown option --set stpes"),
         (["run", "cartpole", "--passes", "0"], ExitCode.USAGE, "--passes must be at least 1"),
         (["run", str(SCENARIOS / "broken_syntax.py")], ExitCode.SCENARIO_ERROR, "SyntaxError"),
+        (
+            ["run", str(SCENARIOS / "raises_on_import.py")],
+            ExitCode.SCENARIO_ERROR,
+            "ImportError at line 5: this scenario needs the package 'not_installed_pkg'",
+        ),
         (["run", str(SCENARIOS / "no_scenario.py")], ExitCode.SCENARIO_ERROR, "defines no 'scenario'"),
         (["run", str(SCENARIOS / "raises.py")], ExitCode.SCENARIO_ERROR, "setup() raised RuntimeError"),
         (["run", str(SCENARIOS / "raises.py"), "--set", "phase=forward"], ExitCode.SCENARIO_ERROR, "forward() raised"),

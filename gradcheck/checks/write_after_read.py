@@ -47,7 +47,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         arrays = sorted({r.array for r in rewrites})
         kernels = sorted(
             {f"{r.reader} → {r.writer}" for r in rewrites},
-            key=lambda k: -sum(r.count for r in rewrites if f"{r.reader} → {r.writer}" == k),
+            key=lambda k: (-sum(r.count for r in rewrites if f"{r.reader} → {r.writer}" == k), k),
         )
         who = arrays[0] if len(arrays) == 1 else f"{fam} ({len(arrays)} arrays)"
         findings.append(
