@@ -107,10 +107,10 @@ def _launch_flat(kind: str, grad, *args) -> None:
     import warp as wp
 
     from gradcheck.kernels import clamp_kernel, scale_kernel
-    from gradcheck.warp_compat import scalar_type
+    from gradcheck.warp_compat import scalar_type, scalars_per_element
 
     scalar = scalar_type(grad.dtype)
-    count = grad.size * wp.types.type_size(grad.dtype)
+    count = grad.size * scalars_per_element(grad.dtype)
     if not count:
         return
     flat = wp.array(ptr=grad.ptr, dtype=scalar, shape=(count,), device=grad.device)

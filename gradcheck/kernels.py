@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import warp as wp
 
+from gradcheck.warp_compat import make_kernel
+
 _KERNELS: dict = {}
+
+# In-kernel views over a raw pointer get this constant length, and the loops stop at the row's real length.
+# Warp 1.8.0 accepts only a compile-time constant shape in ``wp.array(ptr=..., shape=...)`` inside a kernel
+# (fixed in 1.9), so a per-row shape would not compile there.
+VIEW_LENGTH = 2**31 - 1
 
 
 # -- gradient statistics ----------------------------------------------------------------------------
@@ -47,11 +54,11 @@ def _make_stats(scalar, bits):
     ):
         i = wp.tid()
         n = lengths[i]
-        values = wp.array(ptr=ptrs[i], shape=(n,), dtype=scalar)
-        raw = wp.array(ptr=ptrs[i], shape=(n,), dtype=bits)
+        values = wp.array(ptr=ptrs[i], shape=(VIEW_LENGTH,), dtype=scalar)
+        raw = wp.array(ptr=ptrs[i], shape=(VIEW_LENGTH,), dtype=bits)
         has_first = first_ptrs[i] != wp.uint64(0)
-        first = wp.array(ptr=first_ptrs[i], shape=(n,), dtype=scalar)
-        first_raw = wp.array(ptr=first_ptrs[i], shape=(n,), dtype=bits)
+        first = wp.array(ptr=first_ptrs[i], shape=(VIEW_LENGTH,), dtype=scalar)
+        first_raw = wp.array(ptr=first_ptrs[i], shape=(VIEW_LENGTH,), dtype=bits)
         base = offsets[i]
         s = wp.float64(0.0)
         m = wp.float64(0.0)
@@ -94,7 +101,7 @@ def _make_stats(scalar, bits):
         diffsq[i] = dd
         differ[i] = df
 
-    return wp.kernel(gradient_stats, name=f"gradcheck_stats_{scalar.__name__}", enable_backward=False, module="unique")
+    return make_kernel(gradient_stats, f"gradcheck_stats_{scalar.__name__}")
 
 
 def _cached(kind: str, scalar, make):
@@ -117,7 +124,7 @@ def _make_scale(scalar):
         i = wp.tid()
         values[i] = scalar(wp.float64(values[i]) * factor)
 
-    return wp.kernel(scale_values, name=f"gradcheck_scale_{scalar.__name__}", enable_backward=False, module="unique")
+    return make_kernel(scale_values, f"gradcheck_scale_{scalar.__name__}")
 
 
 def _make_clamp(scalar):
@@ -132,7 +139,7 @@ def _make_clamp(scalar):
             values[i] = scalar(-limit)
             wp.atomic_add(changed, 0, 1)
 
-    return wp.kernel(clamp_values, name=f"gradcheck_clamp_{scalar.__name__}", enable_backward=False, module="unique")
+    return make_kernel(clamp_values, f"gradcheck_clamp_{scalar.__name__}")
 
 
 def scale_kernel(scalar):

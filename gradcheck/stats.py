@@ -159,7 +159,7 @@ class StatsPlan:
         import warp as wp
 
         from gradcheck.kernels import stats_kernel
-        from gradcheck.warp_compat import scalar_type
+        from gradcheck.warp_compat import bytes_per_scalar, scalar_type, scalars_per_element
 
         chunk = CUDA_CHUNK if device.is_cuda else CPU_CHUNK
         sizes = np.zeros(len(buffers), dtype=np.int64)
@@ -171,8 +171,8 @@ class StatsPlan:
                 scalar = scalar_type(buffer.dtype)
                 info = layout[buffer.dtype] = (
                     scalar,
-                    wp.types.type_size(buffer.dtype),
-                    wp.types.type_size_in_bytes(scalar),
+                    scalars_per_element(buffer.dtype),
+                    bytes_per_scalar(scalar),
                 )
             scalar, width, itemsize = info
             total = buffer.size * width

@@ -59,10 +59,36 @@ def is_array(value) -> bool:
 
 
 def scalars_per_element(dtype) -> int:
-    """1 for float, 3 for vec3, 9 for mat33."""
+    """1 for float, 3 for vec3, 9 for mat33 (``type_size`` from 1.8; ``type_length`` before)."""
     import warp as wp
 
-    return int(wp.types.type_size(dtype))
+    count = getattr(wp.types, "type_size", None) or wp.types.type_length
+    return int(count(dtype))
+
+
+def bytes_per_scalar(scalar) -> int:
+    import warp as wp
+
+    return int(wp.types.type_size_in_bytes(scalar))
+
+
+def make_kernel(func, name: str):
+    """``func`` as a forward-only Warp kernel with its own module, keyed ``name``.
+
+    The per-scalar-type statistics kernels are built from one Python function, so each needs a distinct
+    key: ``wp.kernel(name=...)`` from 1.10; before it the key is the function's qualified name, and before
+    1.6 there is no ``module="unique"`` (the kernel then joins gradcheck.kernels' module)."""
+    import inspect
+
+    import warp as wp
+
+    accepted = inspect.signature(wp.kernel).parameters
+    if "name" in accepted:
+        return wp.kernel(func, name=name, enable_backward=False, module="unique")
+    func.__name__ = func.__qualname__ = name
+    if "module" in accepted:
+        return wp.kernel(func, enable_backward=False, module="unique")
+    return wp.kernel(func, enable_backward=False)
 
 
 def is_float_array(array) -> bool:
@@ -76,9 +102,7 @@ def scalar_type(dtype):
 
 
 def is_struct_instance(value) -> bool:
-    import warp as wp
-
-    return wp.types.is_struct(value) and not isinstance(value, type) and hasattr(value, "_cls")
+    return hasattr(value, "_cls") and hasattr(value, "_ctype") and not isinstance(value, type)
 
 
 def is_struct_type(dtype) -> bool:
@@ -91,8 +115,8 @@ def is_array_var(var) -> bool:
     import warp as wp
 
     matches = getattr(wp.types, "matches_array_class", None)
-    if matches is None:  # pragma: no cover - very old Warp
-        return is_array(var.type)
+    if matches is None:  # before 1.8: annotations are array instances (wp.array(dtype=float)); no wp.array[float]
+        return isinstance(var.type, wp.array)
     return matches(var.type, wp.array)
 
 

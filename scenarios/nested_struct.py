@@ -23,18 +23,18 @@ PARTS = 3
 @wp.struct
 class Geometry:
     scale: wp.array(dtype=float)
-    thickness: wp.array[float]
+    thickness: wp.array(dtype=float)
 
 
 @wp.struct
 class Response:
-    curve: wp.array[float]
+    curve: wp.array(dtype=float)
 
 
 @wp.struct
 class Material:
     stiffness: wp.array(dtype=float)
-    damping: wp.array[float]
+    damping: wp.array(dtype=float)
     response: Response
 
 
@@ -48,7 +48,7 @@ class Model:
 @wp.struct
 class Part:
     offset: wp.array(dtype=wp.vec3)
-    mass: wp.array[float]
+    mass: wp.array(dtype=float)
     weight: float
 
 
