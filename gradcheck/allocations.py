@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from gradcheck.warp_compat import allocator_methods
+
 
 @dataclass(frozen=True)
 class Block:
@@ -54,8 +56,9 @@ class AllocationLedger:
             for allocator in _allocators(device):
                 if any(a is allocator for a, _ in self._patched) or getattr(allocator, "_gradcheck_ledger", None):
                     continue
-                saved = {k: allocator.__dict__[k] for k in ("allocate", "deallocate") if k in allocator.__dict__}
-                self._wrap(allocator)
+                names = allocator_methods(allocator)
+                saved = {k: allocator.__dict__[k] for k in names if k in allocator.__dict__}
+                self._wrap(allocator, *names)
                 self._patched.append((allocator, saved))
         self.active = True
         return self
@@ -63,7 +66,7 @@ class AllocationLedger:
     def uninstall(self) -> None:
         """Restore the allocators. Arrays allocated meanwhile keep calling the wrapper, which then only frees."""
         for allocator, saved in self._patched:
-            for key in ("allocate", "deallocate", "_gradcheck_ledger"):
+            for key in (*allocator_methods(allocator), "_gradcheck_ledger"):
                 allocator.__dict__.pop(key, None)
             allocator.__dict__.update(saved)
         self._patched.clear()
@@ -78,8 +81,8 @@ class AllocationLedger:
     def __exit__(self, *exc) -> None:
         self.uninstall()
 
-    def _wrap(self, allocator) -> None:
-        allocate, deallocate = allocator.allocate, allocator.deallocate
+    def _wrap(self, allocator, allocate_name: str, deallocate_name: str) -> None:
+        allocate, deallocate = getattr(allocator, allocate_name), getattr(allocator, deallocate_name)
         ledger, sizes, seqs, freed = self, self._size, self._seq_of, self._freed
 
         def tracked_allocate(size_in_bytes):
@@ -103,8 +106,8 @@ class AllocationLedger:
                     return None
             return deallocate(ptr, size_in_bytes)
 
-        allocator.allocate = tracked_allocate
-        allocator.deallocate = tracked_deallocate
+        setattr(allocator, allocate_name, tracked_allocate)
+        setattr(allocator, deallocate_name, tracked_deallocate)
         allocator._gradcheck_ledger = self
 
     # -- queries ------------------------------------------------------------------------------
@@ -148,6 +151,6 @@ def _allocators(device) -> list:
     found = []
     for name in ("default_allocator", "pinned_allocator", "current_allocator", "_custom_allocator"):
         allocator = getattr(device, name, None)
-        if allocator is not None and hasattr(allocator, "allocate") and hasattr(allocator, "deallocate"):
+        if allocator is not None and allocator_methods(allocator):
             found.append(allocator)
     return found

@@ -285,10 +285,10 @@ def selftest(
     from rich.table import Table
 
     from gradcheck.progress import progress_bars
-    from gradcheck.selftest import CASES, run_selftest
+    from gradcheck.selftest import run_selftest
 
     try:
-        with _stdout_to_stderr(), progress_bars(False, len(CASES)) as bars:
+        with _stdout_to_stderr(), progress_bars(False) as bars:
             outcomes = run_selftest(device, passes, bars and bars.scenarios)
     except UsageError as exc:
         typer.echo(f"gradcheck: error: {exc}", err=True)
@@ -300,11 +300,13 @@ def selftest(
     table.add_column("result")
     for o in outcomes:
         expected = ", ".join(sorted(o.case.expect)) or "nothing"
-        fired = o.error or (", ".join(sorted(o.fired)) or "nothing")
-        table.add_row(o.case.label, expected, fired, "ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE")
+        fired = o.skipped or o.error or (", ".join(sorted(o.fired)) or "nothing")
+        verdict = "skipped" if o.skipped else "ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE"
+        table.add_row(o.case.label, expected, fired, verdict)
     Console(highlight=False, width=_width()).print(table)
     bad = [o for o in outcomes if not o.ok]
-    typer.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
+    skipped = sum(1 for o in outcomes if o.skipped)
+    typer.echo(f"{len(outcomes) - len(bad) - skipped} passed, {len(bad)} failed, {skipped} skipped")
     raise typer.Exit(int(ExitCode.FINDINGS if bad else ExitCode.OK))
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 class Bars:
     """The two callbacks the pipeline takes: ``passes`` (runner.Progress) and ``scenarios``."""
 
-    def __init__(self, progress, total: int) -> None:
+    def __init__(self, progress, total: int | None) -> None:
         self._progress = progress
         self._tasks: dict[str, int] = {}
-        self._overall = progress.add_task("scenarios", total=total) if total > 1 else None
+        self._overall = progress.add_task("scenarios", total=total) if total is None or total > 1 else None
 
     def passes(self, name: str, index: int, passes: int) -> None:
         if name not in self._tasks:
@@ -26,12 +26,13 @@ class Bars:
 
     def scenarios(self, name: str, done: int, total: int) -> None:
         if self._overall is not None:
-            self._progress.update(self._overall, completed=done, description=f"scenarios (last: {name})")
+            self._progress.update(self._overall, completed=done, total=total, description=f"scenarios (last: {name})")
 
 
 @contextlib.contextmanager
-def progress_bars(quiet: bool, total: int) -> Iterator[Bars | None]:
-    """Bars for ``total`` scenarios on a terminal's stderr; None (report nothing) otherwise."""
+def progress_bars(quiet: bool, total: int | None = None) -> Iterator[Bars | None]:
+    """Bars for ``total`` scenarios (None: learnt from the first update) on a terminal's stderr; None
+    (report nothing) otherwise."""
     if quiet or not sys.stderr.isatty():
         yield None
         return

@@ -111,7 +111,9 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], uni
                 visit_records(value, lambda: names().name(value) or label())
         elif is_struct_instance(value) and depth < 16:
             for name, field_value, _var in struct_fields(value):
-                visit(field_value, _suffix(label, "." + name), "struct field", depth + 1)
+                # nested fields are told apart: before Warp 1.8.1 tape.zero() missed exactly those (warp#807)
+                via = "struct field" if depth == 0 else "nested struct field"
+                visit(field_value, _suffix(label, "." + name), via, depth + 1)
 
     def visit_records(array, path: Callable[[], str]) -> None:
         for index, record in struct_records(array):

@@ -102,6 +102,7 @@ def run_passes(
         passes=tuple(loop.records),
         tolerance=tolerance,
         zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
+        warp_version=str(getattr(wp, "__version__", "")),
         clip_norm=clip_norm,
         fd=fd_result,
         replay=replay_result,
@@ -152,7 +153,7 @@ class _PassLoop:
         with tape:
             loss = _call(name, "forward", scenario.forward)
         args = launch_arguments(tape)
-        lazy = _LazyNames(scenario, tape, _params(scenario, name))
+        lazy = _LazyNames(scenario, tape, _params(scenario, name), self.snapshots)
         # struct mirrors and records are judged before backward: a dangling pointer must never be written
         observations = self._audit_pointers(args, lazy, index == 1)
         dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
@@ -161,8 +162,9 @@ class _PassLoop:
             skipped = f"dangling adjoint pointer at {dangling[0].subject}" + (
                 f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
             )
-        else:
-            _backward(scenario, name, tape, loss)
+        seeds: tuple = ()
+        if not dangling:
+            seeds = _backward(scenario, name, tape, loss)
         wp.synchronize_device(device)
         params = _params(scenario, name)
         unknown = [key for key in params if key not in self.stats]
@@ -193,7 +195,8 @@ class _PassLoop:
         wp.synchronize_device(device)
         # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
         reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
-        survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded)
+        seeded = {seed.grad.ptr for seed in seeds if seed.grad is not None}
+        survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded, seeded=seeded)
         pointer_issues = tuple(_finish(o) for o in observations)
         self.records.append(
             PassRecord(
@@ -270,7 +273,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
         with tape:
             loss = _call(name, "forward (replay probe)", scenario.forward)
         args = launch_arguments(tape)
-        lazy = _LazyNames(scenario, tape, params)
+        lazy = _LazyNames(scenario, tape, params, snapshots)
         reachable = reachable_gradients(tape, params, lazy, args)
 
         def zero_all():
@@ -346,6 +349,7 @@ def _finish(observation: Observation) -> PointerIssue:
         source=observation.source,
         orphan_norm=norm,
         detail=observation.detail,
+        container=observation.container,
     )
 
 
@@ -391,26 +395,31 @@ def _launch_label_for(value, lazy) -> str:
 class _LazyNames:
     """Walks the scenario for names only when a name is actually needed."""
 
-    def __init__(self, scenario, tape, params):
-        self._args = (scenario, tape, params)
+    def __init__(self, scenario, tape, params, snapshots=None):
+        self._args = (scenario, tape, params, snapshots or {})
         self.tape = tape
         self._names: ArrayNames | None = None
 
     def __call__(self) -> ArrayNames:
         if self._names is None:
-            scenario, tape, params = self._args
+            scenario, tape, params, snapshots = self._args
             names = walk(scenario)
             for key, arr in params.items():
                 if names.name(arr) is None:
                     names.add(arr, key)
                     if arr.grad is not None:
                         names.add(arr.grad, key + ".grad")
+            # gradcheck's own allocations can receive a freed address too: say so rather than "unnamed array"
+            for key, snapshot in snapshots.items():
+                names.add(snapshot, f"gradcheck's saved copy of {key}")
             label_launch_arguments(tape, names)
             self._names = names
         return self._names
 
 
-def _zero_audit(buffers, names: _LazyNames, device: str, plan, skip=None) -> tuple[tuple[Survivor, ...], int]:
+def _zero_audit(
+    buffers, names: _LazyNames, device: str, plan, skip=None, seeded=frozenset()
+) -> tuple[tuple[Survivor, ...], int]:
     """Every reachable gradient buffer must be zero now: one stats launch over all of them."""
     survivors = []
     table = plan.table(buffers.grads, device=device)
@@ -428,17 +437,34 @@ def _zero_audit(buffers, names: _LazyNames, device: str, plan, skip=None) -> tup
                 nonzero=stats.nonzero,
                 size=stats.size,
                 aliases=tuple(buffer.aliases),
+                seeded=grad.ptr in seeded,
             )
         )
     return tuple(survivors), len(buffers)
 
 
-def _backward(scenario, name, tape, loss) -> None:
-    if callable(getattr(scenario, "backward", None)):
+def _backward(scenario, name, tape, loss) -> tuple:
+    """Run the scenario's backward (or ``tape.backward(loss)``); returns the arrays it seeded with
+    ``tape.backward(grads=...)``, whose gradients the zero step must clear as well (warp#407)."""
+    if not callable(getattr(scenario, "backward", None)):
+        _check_loss(name, loss)
+        _call(name, "backward", tape.backward, loss)
+        return ()
+    seeds: dict[int, object] = {}
+    original = tape.backward
+
+    def recording(*args, **kwargs):
+        grads = kwargs.get("grads", args[1] if len(args) > 1 else None)
+        for array in grads or {}:
+            seeds[id(array)] = array
+        return original(*args, **kwargs)
+
+    tape.backward = recording  # on this tape instance only, for the duration of the scenario's backward
+    try:
         _call(name, "backward", scenario.backward, tape, loss)
-        return
-    _check_loss(name, loss)
-    _call(name, "backward", tape.backward, loss)
+    finally:
+        del tape.backward
+    return tuple(seeds.values())
 
 
 def _check_loss(name: str, loss) -> None:

@@ -37,6 +37,7 @@ class Observation:
     source: str | None = None
     detail: str = ""
     owner_array: object = field(default=None, repr=False)
+    container: str = "struct"  # "struct" (an instance's ctypes mirror) | "array of structs" (raw records)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class StructAuditor:
         self._seen: set[int] = set()
         self._by_array: dict[int, list[int]] | None = None
         self.issues: list[Observation] = []
+        self._container = "struct"
 
     # -- entry points -----------------------------------------------------------------------------
     def audit(self, roots) -> list[Observation]:
@@ -229,8 +231,12 @@ class StructAuditor:
     def _records(self, array, path: str, in_tape: bool) -> None:
         block = self.ledger.block_at(array.ptr) if self.ledger is not None else None
         written_at = block.seq if block is not None else None
-        for index, record in struct_records(array):
-            self._record(record, f"{path}[{index}]", in_tape, written_at)
+        self._container = "array of structs"
+        try:
+            for index, record in struct_records(array):
+                self._record(record, f"{path}[{index}]", in_tape, written_at)
+        finally:
+            self._container = "struct"
 
     def _record(self, record: dict, path: str, in_tape: bool, written_at: int | None) -> None:
         for name, (var, value) in record.items():
@@ -290,9 +296,9 @@ class StructAuditor:
         """A live wp.array anywhere in the process covering ``ptr`` (one heap scan per audit, only when needed)."""
         if self._gc_arrays is None:
             array_type = array_class()
-            self._gc_arrays = [o for o in gc.get_objects() if isinstance(o, array_type) and o.ptr]
+            self._gc_arrays = [o for o in _all_objects() if isinstance(o, array_type) and getattr(o, "ptr", None)]
         for array in self._gc_arrays:
-            if array.ptr <= ptr < array.ptr + max(int(array.capacity or 0), 1):
+            if array.ptr <= ptr < array.ptr + max(int(getattr(array, "capacity", 0) or 0), 1):
                 label = f"an unnamed {tuple(array.shape)} {getattr(array.dtype, '__name__', array.dtype)} array"
                 return self.names.name(array) or label, array
         return None
@@ -319,8 +325,32 @@ class StructAuditor:
 
     def _add(self, check, kind, subject, mirror, live, in_tape, owner=None, source=None, detail="", owner_array=None):
         self.issues.append(
-            Observation(check, kind, subject, int(mirror), int(live), in_tape, owner, source, detail, owner_array)
+            Observation(
+                check,
+                kind,
+                subject,
+                int(mirror),
+                int(live),
+                in_tape,
+                owner,
+                source,
+                detail,
+                owner_array,
+                self._container,
+            )
         )
+
+
+def _all_objects() -> list:
+    """Every GC-tracked object, frozen ones included: the runner freezes the heap after setup
+    (gc.freeze), and gc.get_objects() does not list the permanent generation."""
+    if not gc.get_freeze_count():
+        return gc.get_objects()
+    gc.unfreeze()
+    try:
+        return gc.get_objects()
+    finally:
+        gc.freeze()
 
 
 def _ptr(array) -> int:

@@ -54,11 +54,14 @@ class Survivor:
     """A gradient buffer still nonzero after the scenario's zero step."""
 
     subject: str
-    reached_via: str  # "kernel argument", "struct field", "array of structs", "tape.gradients", "param"
+    reached_via: (
+        str  # "kernel argument", "struct field", "nested struct field", "array of structs", "tape.gradients", "param"
+    )
     norm: float
     nonzero: int  # scalar values (a vec3 element counts 3)
     size: int  # scalar values
     aliases: tuple[str, ...] = ()
+    seeded: bool = False  # the .grad of an array the scenario passed to tape.backward(grads=...)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class PointerIssue:
     source: str | None = None  # nested-copy: the instance the copy was taken from
     orphan_norm: float | None = None  # norm of the buffer backward really writes, read after the zero step
     detail: str = ""
+    container: str = "struct"  # "struct" (an instance's ctypes mirror) | "array of structs" (raw records)
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,4 @@ class Trace:
     clip_norm: float | None = None  # --clip-norm applied after readout, if any
     fd: object | None = None  # gradcheck.finite_diff.FDResult, after the passes
     replay: object | None = None  # gradcheck.replay_probe.ReplayResult, after the passes
+    warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.known_bugs) apply

@@ -134,6 +134,16 @@ def argument_label(kernel, position: int) -> str:
     return f"{getattr(kernel, 'key', kernel)}.{arg}"
 
 
+def allocator_methods(allocator) -> tuple[str, str] | tuple[()]:
+    """Names of a device allocator's allocate and free methods: ``allocate``/``deallocate`` from 1.10,
+    ``alloc``/``free`` before (arrays free through ``allocator.deleter``, which looks ``self.free`` up
+    on every call, so wrapping the instance attribute sees every free)."""
+    for names in (("allocate", "deallocate"), ("alloc", "free")):
+        if all(callable(getattr(allocator, n, None)) for n in names):
+            return names
+    return ()
+
+
 def tape_gradient_keys(tape):
     """Arrays and structs the tape knows gradients for (kernel args after backward, record_func arrays)."""
     return list(getattr(tape, "gradients", {}).keys())

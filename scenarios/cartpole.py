@@ -18,7 +18,7 @@ import math
 
 import warp as wp
 
-from gradcheck.scenarios._featherstone import per_step_scratch, use_scratch
+from gradcheck.scenarios._featherstone import import_newton, per_step_scratch, use_scratch
 
 DT = 1.0 / 600.0
 
@@ -45,7 +45,7 @@ class CartPole:
     }
 
     def setup(self, device, fault=None, steps="100", scratch="shared"):
-        import newton  # heavy: imported only when the scenario runs
+        newton = import_newton(self.name)  # heavy: imported only when the scenario runs
 
         self.fault = fault
         self.steps = int(steps)

@@ -14,7 +14,7 @@ import os
 
 import warp as wp
 
-from gradcheck.scenarios._featherstone import per_step_scratch, use_scratch
+from gradcheck.scenarios._featherstone import import_newton, per_step_scratch, use_scratch
 
 DT = 1.0 / 600.0
 
@@ -36,13 +36,13 @@ class DoublePendulum:
     faults = {}
 
     def setup(self, device, fault=None, steps="200", scratch="per-step"):
-        import newton
-        import newton.examples
+        newton = import_newton(self.name)
+        from newton.examples import get_asset_directory
 
         self.steps = int(steps)
         builder = newton.ModelBuilder()
         builder.add_urdf(
-            os.path.join(newton.examples.get_asset_directory(), "cartpole.urdf"),
+            os.path.join(get_asset_directory(), "cartpole.urdf"),
             floating=False,
             enable_self_collisions=False,
         )

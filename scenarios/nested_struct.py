@@ -83,6 +83,7 @@ class NestedStruct:
         "late-requires-grad": "material.damping gets requires_grad = True after assembly: the mirror's grad is null, gradient lost",
         "aos-freed": "array-of-structs records point at gradient buffers that were released (use-after-free)",
         "nested-copy": "geo.thickness re-assigned after model.geo = geo: the model keeps the old array",
+        "tape-zero-only": "relies on tape.zero() for nested struct gradients: Warp < 1.8.1 leaves them (warp#807)",
     }
 
     def setup(self, device, fault=None):
@@ -121,6 +122,11 @@ class NestedStruct:
 
         if fault == "requires-grad-off":
             self.geo.scale.requires_grad = False  # the seed's exact move (model.geo.scale is the same array)
+            # then the loop goes on allocating. Warp >= 1.7.2 keeps the old gradient alive for the struct
+            # (an orphan buffer); before it (warp#720) the buffer is freed here and the next allocation of
+            # its size gets its address, so backward would write the gradient into this log
+            gc.collect()
+            self.loss_log = wp.zeros(N, dtype=float, device=device)
         elif fault == "grad-replaced":
             self.geo.thickness.grad = wp.zeros_like(self.geo.thickness)
         elif fault == "late-requires-grad":
@@ -157,10 +163,15 @@ class NestedStruct:
     def zero(self, tape):
         tape.zero()
         # gradients behind an array of structs are invisible to tape.zero(): clear them by hand
-        for arrays in self.part_arrays:
-            for array in arrays.values():
-                if array.grad is not None:
-                    array.grad.zero_()
+        by_hand = [array for arrays in self.part_arrays for array in arrays.values()]
+        if self.fault != "tape-zero-only":
+            # and so are those of arrays in nested structs (model.geo.*, model.material.*) before Warp 1.8.1
+            # (NVIDIA/warp#807): a loop that must run on those versions clears them too
+            geo, material = self.geo, self.material
+            by_hand += [geo.scale, geo.thickness, material.stiffness, material.damping, material.response.curve]
+        for array in by_hand:
+            if array.grad is not None:
+                array.grad.zero_()
 
 
 scenario = NestedStruct

@@ -131,5 +131,7 @@ def test_nested_struct_field_gradients_are_audited_and_named():
     audits = by_check(result.findings, "zero-audit")
     survivors = {s for f in audits for s in f.evidence["survivors"]}
     assert {"scale.grad", "thickness.grad", "weights.grad"} <= survivors, survivors
-    assert {f.evidence["reached_via"] for f in audits} == {"struct field"}
+    via = {s: f.evidence["reached_via"] for f in audits for s in f.evidence["survivors"]}
+    assert via["scale.grad"] == via["thickness.grad"] == "nested struct field"  # model.geo.*
+    assert via["weights.grad"] == "struct field"  # model.weights
     assert {f.evidence["shape"] for f in by_check(result.findings, "accumulation")} == {"linear"}

@@ -10,7 +10,7 @@ from gradcheck.exit_codes import ExitCode
 def test_selftest_passes_on_cpu():
     proc = cli("selftest", "--device", "cpu", "--passes", "2")
     assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
-    assert "15 passed, 0 failed" in proc.stdout
+    assert "18 passed, 0 failed, 0 skipped" in proc.stdout
     assert "FALSE POSITIVE" not in proc.stdout and "MISS" not in proc.stdout
 
 

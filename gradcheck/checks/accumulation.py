@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.findings import Finding, Severity
+from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED
 from gradcheck.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.trace import ParamTrace, Trace
 
@@ -90,6 +91,12 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         f"{who}differs from pass 1 from pass {first} on; norm {norms[0]:.4g} → {last:.4g} "
         f"(×{ratio:.3g} by pass {len(norms)}); {_SHAPES[shape]}"
     )
+    seeds = _uncleared_seeds(trace)
+    if seeds:
+        shown = ", ".join(seeds[:4]) + (f" and {len(seeds) - 4} more" if len(seeds) > 4 else "")
+        message += f"; the zero step left the tape.backward(grads=...) seeds {shown} nonzero (see zero-audit)"
+        if GRADS_SEEDS_NOT_ZEROED.affects(trace.warp_version):
+            message += f"; {GRADS_SEEDS_NOT_ZEROED.note(trace.warp_version)}"
     return Finding(
         check=NAME,
         severity=Severity.ERROR,
@@ -106,8 +113,15 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
             "affected_count": len(members),
             "family_size": family_size,
             "tolerance": trace.tolerance,
+            "uncleared_seeds": seeds,
         },
     )
+
+
+def _uncleared_seeds(trace: Trace) -> list[str]:
+    """Gradients of arrays seeded with tape.backward(grads=...) that survived a zero step: they feed
+    every later backward, the mechanism of NVIDIA/warp#407."""
+    return sorted({s.subject for record in trace.passes for s in record.survivors if s.seeded})
 
 
 def _first_divergence(param: ParamTrace) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
 from gradcheck.findings import Finding, Severity
+from gradcheck.known_bugs import STRUCT_GRAD_FREED
 from gradcheck.trace import Trace
 
 NAME = "dangling-adjoint"
@@ -44,6 +45,18 @@ _CONFIDENCE = {
 }
 
 
+_HINTS = {
+    "struct": (
+        "re-assign the struct field (model.geo.scale = array) after changing its requires_grad or .grad, "
+        "so the mirror holds the array's current gradient buffer"
+    ),
+    "array of structs": (
+        "keep every array an array of structs points at (and its .grad) alive while it is used, and rebuild "
+        "the array of structs after changing requires_grad or .grad"
+    ),
+}
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(_finding(trace, s) for s in sightings(trace, NAME))
 
@@ -58,15 +71,16 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
     else:
         consequence = "no kernel on the tape uses this instance"
     owner = f" (now owned by {issue.owner})" if issue.owner else ""
+    message = f"pointer {pointer(issue.mirror)}{owner}: {issue.detail}; {consequence}"
+    upstream = issue.container == "struct" and STRUCT_GRAD_FREED.affects(trace.warp_version)
+    if upstream:
+        message += f"; {STRUCT_GRAD_FREED.note(trace.warp_version)}"
     return Finding(
         check=NAME,
         severity=Severity.ERROR,
         subject=issue.subject,
-        message=f"pointer {pointer(issue.mirror)}{owner}: {issue.detail}; {consequence}",
-        hint=(
-            "keep every array an array of structs points at (and its .grad) alive while it is used, and rebuild "
-            "the array of structs after changing requires_grad or .grad"
-        ),
+        message=message,
+        hint=_HINTS[issue.container],
         evidence={
             "kind": issue.kind,
             "pointer": pointer(issue.mirror),
@@ -76,6 +90,8 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
             "backward_skipped_passes": skipped if s.in_tape else [],
             "confidence": _CONFIDENCE.get(issue.kind, _CONFIDENCE["unknown"]),
             "also_seen_at": s.aliases,
+            "container": issue.container,
+            "upstream_bug": STRUCT_GRAD_FREED.issue if upstream else None,
         },
     )
 

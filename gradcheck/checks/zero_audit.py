@@ -9,6 +9,7 @@ adds to them. Each survivor is named by path; indexed families (one per state) a
 from __future__ import annotations
 
 from gradcheck.findings import Finding, Severity
+from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, KnownBug
 from gradcheck.paths import group_by_family
 from gradcheck.trace import Survivor, Trace
 
@@ -21,6 +22,9 @@ that touches it adds to them.
 
 Common causes: zeroing only the params by hand; tape.zero() called on a fresh tape; gradients behind an array of
 structs (wp.array(dtype=MyStruct)), which tape.zero() cannot follow; buffers registered with record_func.
+On older Warp, tape.zero() itself skipped arrays seeded with tape.backward(grads=...) (before 1.6.0,
+NVIDIA/warp#407) and arrays inside nested structs (before 1.8.1, NVIDIA/warp#807); the finding names the
+issue when the running version has it.
 
 Fix: call tape.zero() after reading gradients, and zero what it cannot reach yourself.
 
@@ -48,10 +52,14 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
 
 def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float]):
     others = f"{len(members)} arrays {fam}, worst shown: " if len(members) > 1 else ""
+    via = worst.reached_via + (", seeded with tape.backward(grads=...)" if worst.seeded else "")
     message = (
         f"{others}nonzero after {trace.zero_step} from pass {first} on: norm {worst.norm:.4g}, "
-        f"{worst.nonzero} of {worst.size} values (reached via {worst.reached_via}); the next backward adds to it"
+        f"{worst.nonzero} of {worst.size} values (reached via {via}); the next backward adds to it"
     )
+    bug = upstream_bug(trace, worst)
+    if bug is not None:
+        message += f"; {bug.note(trace.warp_version)}"
     return Finding(
         check=NAME,
         severity=Severity.WARNING,
@@ -65,11 +73,27 @@ def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, f
             "aliases": list(worst.aliases),
             "survivors": [s.subject for s in members],
             "survivor_count": len(members),
+            "seeded": [s.subject for s in members if s.seeded],
+            "upstream_bug": bug.issue if bug else None,
         },
     )
 
 
+def upstream_bug(trace: Trace, survivor: Survivor) -> KnownBug | None:
+    """The released Warp bug that explains this survivor on the Warp version that ran, if any."""
+    if survivor.seeded and GRADS_SEEDS_NOT_ZEROED.affects(trace.warp_version):
+        return GRADS_SEEDS_NOT_ZEROED
+    if survivor.reached_via == "nested struct field" and NESTED_STRUCT_NOT_ZEROED.affects(trace.warp_version):
+        return NESTED_STRUCT_NOT_ZEROED
+    return None
+
+
 def _hint(trace: Trace, survivor: Survivor) -> str:
+    if survivor.seeded:
+        return (
+            f"clear the gradients of the arrays you seed with tape.backward(grads=...) too: "
+            f"{survivor.subject}.zero_() after tape.zero()"
+        )
     if survivor.reached_via == "array of structs":
         return (
             "tape.zero() does not follow the records of an array of structs: zero these gradients yourself "

@@ -1,0 +1,60 @@
+"""Upstream Warp bugs gradcheck recognises, with the release that fixed each.
+
+A finding that matches one of these on an affected Warp version says so by issue number: the user's code
+may be right and the fix may be an upgrade (or the workaround named here). Measured on CPU with each
+version (field notes, section 2; ``make test-compat`` re-checks them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    issue: str
+    fixed_in: str
+    summary: str
+    workaround: str
+
+    def affects(self, warp_version: str | None) -> bool:
+        return bool(warp_version) and version_tuple(warp_version) < version_tuple(self.fixed_in)
+
+    def note(self, warp_version: str) -> str:
+        return (
+            f"Warp {warp_version} has {self.issue}: {self.summary} (fixed in {self.fixed_in}); "
+            f"upgrade warp-lang, or {self.workaround}"
+        )
+
+
+GRADS_SEEDS_NOT_ZEROED = KnownBug(
+    "NVIDIA/warp#407",
+    "1.6.0",
+    "tape.zero() skips arrays seeded with tape.backward(grads=...)",
+    "zero each seeded array's .grad yourself after tape.zero()",
+)
+NESTED_STRUCT_NOT_ZEROED = KnownBug(
+    "NVIDIA/warp#807",
+    "1.8.1",
+    "tape.zero() does not reset gradients of arrays inside nested structs",
+    "zero those arrays' .grad yourself after tape.zero()",
+)
+STRUCT_GRAD_FREED = KnownBug(
+    "NVIDIA/warp#720",
+    "1.7.2",
+    "after requires_grad=False or a .grad replacement a struct keeps the old gradient pointer but not the buffer, which is freed",
+    "re-assign the struct field after changing requires_grad",
+)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'1.8.0' → (1, 8, 0); '1.10.0rc1' → (1, 10, 0): pre-release tags are ignored."""
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = ""
+        for c in piece:
+            if not c.isdigit():
+                break
+            digits += c
+        parts.append(int(digits or 0))
+    return tuple(parts)
