@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gradcheck-installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run test test-compat lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,31 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# One virtual environment per historical warp-lang release (cached under .venv-compat/), where the
+# upstream autodiff bugs gradcheck must catch are live. Newton needs warp-lang >= 1.17, so these get
+# gradcheck's other runtime dependencies (as in pyproject.toml) and no newton; the Newton scenarios
+# report that they cannot run there. The same tests then run on the latest Warp in .venv.
+COMPAT_WARP ?= 1.5.1 1.7.0 1.8.0 1.9.1
+COMPAT_DIR := .venv-compat
+COMPAT_TESTS ?= tests/test_warp_versions.py tests/test_struct_audit.py tests/test_pure_warp_detectors.py tests/test_stats.py
+COMPAT_DEPS := numpy typer rich tomli pytest xmlschema
+
+$(COMPAT_DIR)/%/.installed: pyproject.toml
+	rm -rf $(COMPAT_DIR)/$*
+	$(PYTHON) -m venv $(COMPAT_DIR)/$*
+	$(COMPAT_DIR)/$*/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT_DIR)/$*/bin/python -m pip install --quiet "warp-lang==$*" $(COMPAT_DEPS)
+	$(COMPAT_DIR)/$*/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-compat: $(STAMP) $(foreach v,$(COMPAT_WARP),$(COMPAT_DIR)/$(v)/.installed)
+	@set -e; for v in $(COMPAT_WARP); do \
+		echo "== warp-lang $$v ($(COMPAT_DIR)/$$v)"; \
+		$(COMPAT_DIR)/$$v/bin/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS); \
+	done
+	@echo "== warp-lang latest ($(VENV))"
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check gradcheck scenarios tests bench
 	$(BIN)/ruff format --check gradcheck scenarios tests bench
@@ -31,4 +56,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py --output BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(COMPAT_DIR) build dist *.egg-info .pytest_cache .ruff_cache

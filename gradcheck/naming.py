@@ -102,14 +102,14 @@ def label_launch_arguments(tape, names: ArrayNames) -> None:
     """Fallback names ``kernel.argument`` for arrays the walk did not reach."""
     from itertools import chain
 
-    from gradcheck.warp_compat import argument_label, is_array
+    from gradcheck.warp_compat import LAUNCH_INPUTS, LAUNCH_KERNEL, LAUNCH_OUTPUTS, argument_label, is_array
 
     for entry in tape.launches:
         if entry.__class__ is not list:  # record_func entries are callables
             continue
-        for position, value in enumerate(chain(entry[3], entry[4])):
+        for position, value in enumerate(chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])):
             if is_array(value) and id(value) not in names.by_id:
-                path = argument_label(entry[0], position)
+                path = argument_label(entry[LAUNCH_KERNEL], position)
                 names.add(value, path)
                 if value.grad is not None:
                     names.add(value.grad, path + ".grad")

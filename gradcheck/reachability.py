@@ -20,6 +20,9 @@ from itertools import chain
 
 from gradcheck.naming import ArrayNames
 from gradcheck.warp_compat import (
+    LAUNCH_INPUTS,
+    LAUNCH_KERNEL,
+    LAUNCH_OUTPUTS,
     argument_label,
     array_class,
     is_array_var,
@@ -75,8 +78,8 @@ def launch_arguments(tape) -> dict[int, object]:
     over chain(inputs, outputs): a chain object per launch is 1,600 tracked allocations a pass.
     """
     launches = tape.launches
-    unique = {id(v): v for entry in launches if entry.__class__ is list for v in entry[3]}
-    unique.update({id(v): v for entry in launches if entry.__class__ is list for v in entry[4]})
+    unique = {id(v): v for entry in launches if entry.__class__ is list for v in entry[LAUNCH_INPUTS]}
+    unique.update({id(v): v for entry in launches if entry.__class__ is list for v in entry[LAUNCH_OUTPUTS]})
     return unique
 
 
@@ -167,7 +170,7 @@ class LaunchLabel:
         for entry in self.launches:
             if entry.__class__ is not list:
                 continue
-            for position, value in enumerate(chain(entry[3], entry[4])):
+            for position, value in enumerate(chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])):
                 if value is self.value:
-                    return argument_label(entry[0], position) + self.suffix
+                    return argument_label(entry[LAUNCH_KERNEL], position) + self.suffix
         return f"<unnamed array>{self.suffix}"

@@ -99,8 +99,10 @@ class _Pair:
 
 def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
     """Write-after-read instances from the fingerprint events, aggregated per (array, reader, writer)."""
+    from gradcheck.warp_compat import LAUNCH_KERNEL
+
     pairs: dict[tuple[str, str, str], _Pair] = {}
-    kernels = [entry[0].key if entry.__class__ is list else "record_func" for entry in tape.launches]
+    kernels = [entry[LAUNCH_KERNEL].key if entry.__class__ is list else "record_func" for entry in tape.launches]
     for key, events in tape.events.items():
         writes = [(i, fp) for i, kind, fp in events if kind == "w"]
         if not writes:

@@ -36,6 +36,7 @@ from gradcheck.warp_compat import (
     load_warp,
     scalars_per_element,
     struct_fields,
+    struct_mirror,
     struct_records,
     struct_type_class,
 )
@@ -361,7 +362,7 @@ def _gradient_relevant(obj) -> bool:
     """Does a struct instance or array of structs carry any gradient pointer (mirror or live)?"""
     if _is_struct_array(obj):
         return any(_record_has_grad(record) for _, record in struct_records(obj))
-    mirror = obj._ctype
+    mirror = struct_mirror(obj)
     for name, value, var in struct_fields(obj):
         if is_array_var(var):
             if int(getattr(mirror, name).grad or 0) or (value is not None and value.grad is not None):

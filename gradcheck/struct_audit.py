@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gradcheck.allocations import AllocationLedger
 from gradcheck.naming import ArrayNames
-from gradcheck.warp_compat import array_class, is_array_var, is_struct_type, struct_records
+from gradcheck.warp_compat import array_class, is_array_var, is_struct_type, struct_mirror, struct_records
 
 
 @dataclass
@@ -67,7 +67,7 @@ class StructAuditor:
                     self._seen.add(id(obj))
                     self._records(obj, path, in_tape)
             else:
-                self._instance(obj, obj._ctype, path, in_tape)
+                self._instance(obj, struct_mirror(obj), path, in_tape)
         return self.issues
 
     # -- struct instances -------------------------------------------------------------------------
@@ -190,7 +190,7 @@ class StructAuditor:
             for key in self._instances_by_array().get(ptr, ()):
                 candidates[key] = self.names.structs[key]
         for source_path, source in candidates.values():
-            if source is child or source._cls is not child._cls or ctypes.addressof(source._ctype) == address:
+            if source is child or source._cls is not child._cls or ctypes.addressof(struct_mirror(source)) == address:
                 continue
             pairs = [(n, mine_by_field[n], _ptr(getattr(source, n, None))) for n in array_fields]
             if not any(mine and mine == theirs for _, mine, theirs in pairs):

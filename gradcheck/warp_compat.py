@@ -127,6 +127,17 @@ def struct_fields(instance):
         yield name, getattr(instance, name), var
 
 
+# A kernel entry of ``tape.launches`` is a list ``[kernel, dim, max_blocks, inputs, outputs, device, block_dim,
+# metadata]`` on every release from 1.5.1 to 1.19 (``dim`` an int before 1.19, a tuple since); entries added with
+# ``tape.record_func`` are callables. Indexes, not unpacking: the hot loops read only these three.
+LAUNCH_KERNEL, LAUNCH_INPUTS, LAUNCH_OUTPUTS = 0, 3, 4
+
+
+def struct_mirror(instance):
+    """The ctypes structure a struct instance passes to kernels (same layout on 1.5.1 to 1.19)."""
+    return instance._ctype
+
+
 def argument_label(kernel, position: int) -> str:
     """``kernel.argument`` label of a launch argument (position over inputs then outputs)."""
     args = getattr(getattr(kernel, "adj", None), "args", ())

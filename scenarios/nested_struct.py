@@ -121,11 +121,11 @@ class NestedStruct:
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
 
         if fault == "requires-grad-off":
+            gc.collect()  # (so the allocator's free lists hold nothing older than the buffer freed next)
             self.geo.scale.requires_grad = False  # the seed's exact move (model.geo.scale is the same array)
             # then the loop goes on allocating. Warp >= 1.7.2 keeps the old gradient alive for the struct
-            # (an orphan buffer); before it (warp#720) the buffer is freed here and the next allocation of
-            # its size gets its address, so backward would write the gradient into this log
-            gc.collect()
+            # (an orphan buffer); before it (warp#720) the buffer is freed right here and the next allocation
+            # of its size gets its address, so backward would write the gradient into this log
             self.loss_log = wp.zeros(N, dtype=float, device=device)
         elif fault == "grad-replaced":
             self.geo.thickness.grad = wp.zeros_like(self.geo.thickness)

@@ -51,3 +51,43 @@ def cli_json(*args: str, **kwargs):
 
 def by_check(findings, check: str):
     return [f for f in findings if (f.check if hasattr(f, "check") else f["check"]) == check]
+
+
+def _warp_has_retain_grad() -> bool:
+    import inspect
+
+    import warp as wp
+
+    return "retain_grad" in inspect.signature(wp.array.__init__).parameters
+
+
+def _warp_has_subscript_array_annotations() -> bool:
+    """``wp.array[float]`` as a struct field annotation (newer Warp; older ones need wp.array(dtype=float))."""
+    import warp as wp
+
+    try:  # built by hand: this module's `from __future__ import annotations` would make the annotation a string
+        wp.struct(type("_Probe", (), {"__annotations__": {"values": wp.array[float]}, "__module__": __name__}))
+    except Exception:
+        return False
+    return True
+
+
+# Features of newer Warp some test scenarios use; `make test-compat` runs those test modules on old Warp too.
+needs_retain_grad = pytest.mark.skipif(
+    not _warp_has_retain_grad(), reason="this warp-lang has no wp.array(retain_grad=...)"
+)
+needs_subscript_annotations = pytest.mark.skipif(
+    not _warp_has_subscript_array_annotations(), reason="this warp-lang has no wp.array[float] struct annotations"
+)
+
+
+def needs_struct_grad_keepalive():
+    """Tests of the >= 1.7.2 behaviour (the struct keeps an old gradient alive: stale, not dangling);
+    before it, warp#720 frees the buffer and tests/test_warp_versions.py checks the dangling finding."""
+    import warp as wp
+
+    from gradcheck.known_bugs import STRUCT_GRAD_FREED
+
+    return pytest.mark.skipif(
+        STRUCT_GRAD_FREED.affects(wp.__version__), reason=f"warp-lang {wp.__version__} frees it (warp#720)"
+    )

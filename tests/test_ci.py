@@ -85,7 +85,13 @@ def test_default_list_is_every_builtin_clean_variant_and_passes(tmp_path):
     proc = cli("ci", "--format", "json", "--device", "cpu", cwd=tmp_path)
     assert proc.returncode == ExitCode.OK, proc.stdout[-3000:]
     data = json.loads(proc.stdout)
-    assert {s["name"] for s in data["scenarios"]} == {"cartpole", "double-pendulum", "nested-struct", "spring-chain"}
+    assert {s["name"] for s in data["scenarios"]} == {
+        "cartpole",
+        "double-pendulum",
+        "nested-struct",
+        "rollout",
+        "spring-chain",
+    }
     assert data["config"] == "built-in defaults"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from conftest import SCENARIOS, by_check, run_scenario
+from conftest import SCENARIOS, by_check, needs_retain_grad, needs_subscript_annotations, run_scenario
 
 from gradcheck.checks import accumulation
 from gradcheck.trace import ParamPass, ParamTrace
@@ -13,12 +13,14 @@ RETAIN = str(SCENARIOS / "retain_grad.py")
 STRUCTS = str(SCENARIOS / "struct_array.py")
 
 
+@needs_retain_grad
 def test_retain_grad_clean_is_silent():
     result, _ = run_scenario(RETAIN, passes=5)
     assert result.error is None
     assert result.findings == ()
 
 
+@needs_retain_grad
 def test_retain_grad_without_zero_is_superlinear():
     result, _ = run_scenario(RETAIN, fault="no-zero", passes=5)
     (finding,) = by_check(result.findings, "accumulation")
@@ -32,6 +34,7 @@ def test_retain_grad_without_zero_is_superlinear():
     assert "loss.grad" not in survivors  # re-seeded by fill_(1.0) on every backward
 
 
+@needs_retain_grad
 def test_retained_intermediate_with_params_zeroed_is_linear():
     result, _ = run_scenario(RETAIN, fault="params-only", passes=4)
     (finding,) = by_check(result.findings, "accumulation")
@@ -75,6 +78,7 @@ def test_classify_collapse_and_drift():
     assert accumulation.classify(_trace([1.0, math.nan, 1.0], [1.0, math.nan, 1.0])) == "drift"
 
 
+@needs_retain_grad
 def test_unreachable_intermediate_is_named_by_its_kernel_argument():
     path = str(SCENARIOS / "local_intermediate.py")
     result, _ = run_scenario(path, fault="no-zero", passes=2)
@@ -121,6 +125,7 @@ def test_gradient_reader_compares_per_param_when_the_param_set_changes():
     assert not third["b"].equal_to_first and third["b"].coef == 2.0 and third["b"].diff_norm == 2.0
 
 
+@needs_subscript_annotations
 def test_nested_struct_field_gradients_are_audited_and_named():
     path = str(SCENARIOS / "struct_fields.py")
     clean, _ = run_scenario(path, passes=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from conftest import by_check, cli_json, run_scenario
+from conftest import by_check, cli_json, needs_struct_grad_keepalive, run_scenario
 
 from gradcheck.allocations import AllocationLedger
 from gradcheck.checks import run_checks
@@ -32,6 +32,7 @@ def test_clean_cartpole_has_no_struct_findings():
     assert result.notes == ()
 
 
+@needs_struct_grad_keepalive()
 def test_requires_grad_off_is_stale_with_a_growing_orphan():
     result, _ = run_scenario("nested-struct", fault="requires-grad-off", passes=4)
     stale = by_check(result.findings, "stale-adjoint")
@@ -47,6 +48,7 @@ def test_requires_grad_off_is_stale_with_a_growing_orphan():
     assert [f.subject for f in missing] == ["geo.scale.grad"]
 
 
+@needs_struct_grad_keepalive()
 def test_grad_replaced_is_stale():
     result, _ = run_scenario("nested-struct", fault="grad-replaced", passes=3)
     (finding,) = [f for f in by_check(result.findings, "stale-adjoint") if f.evidence["in_tape"]]
@@ -144,7 +146,8 @@ def test_record_pointing_into_a_newer_array_names_that_array():
     assert (issue.check, issue.kind, issue.owner) == ("dangling-adjoint", "reused", "bystander")
 
 
-@pytest.mark.parametrize("fault", list(NestedStruct.faults))
+# tape-zero-only reproduces warp#807 (a zero-step bug, silent on fixed Warp): tests/test_warp_versions.py
+@pytest.mark.parametrize("fault", [f for f in NestedStruct.faults if f != "tape-zero-only"])
 def test_every_fault_is_detected_by_a_struct_check(fault):
     result, report = run_scenario("nested-struct", fault=fault, passes=2)
     assert [f for f in result.findings if f.check in STRUCT_CHECKS], (fault, result.error, result.findings)

@@ -28,7 +28,9 @@ into the next.
 Common causes: tape.zero() never called, or called before backward (Tape.gradients is filled only during
 backward, so zeroing a fresh tape clears nothing); only the params zeroed by hand while intermediate
 gradients (custom adjoints such as Featherstone's joint_qdd, atomics into reused buffers, retain_grad arrays)
-keep theirs; gradients reachable only through an array of structs, which tape.zero() never sees.
+keep theirs; gradients reachable only through an array of structs, which tape.zero() never sees. On Warp before
+1.6.0, tape.zero() skipped the arrays seeded with tape.backward(grads=...) (NVIDIA/warp#407), so a loop doing one
+backward per output accumulated stale seeds; the finding lists such seeds.
 
 Fix: clear every gradient the tape touched after you read them.
 

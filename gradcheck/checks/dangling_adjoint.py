@@ -22,7 +22,10 @@ What it means: a pointer in a struct mirror or an array-of-structs record no lon
 written for: the memory was freed, or handed to another array. gradcheck does not launch backward then.
 
 Common causes: an array of structs built from struct instances that were dropped, after which requires_grad
-was turned off (the records keep raw pointers and no reference); arrays kept alive only by a temporary.
+was turned off (the records keep raw pointers and no reference); arrays kept alive only by a temporary. On Warp
+before 1.7.2 a plain struct instance did the same: after requires_grad=False or a .grad replacement the old
+gradient buffer was freed while the struct still pointed at it, and the next allocation of its size received
+the address (NVIDIA/warp#720; the finding names the issue and the array that owns the memory now).
 
 Fix: keep every array (and its .grad) referenced while an array of structs points at it, and rebuild the array
 of structs after changing requires_grad or .grad.
