@@ -161,3 +161,13 @@ def test_selftest_matrix_holds_on_this_version():
     bad = [(o.case.label, sorted(o.fired), o.error) for o in outcomes if not o.ok]
     assert not bad, bad
     assert sum(1 for o in outcomes if o.skipped) == 5  # the cartpole cases
+
+
+def test_known_bug_versions_compare_numerically():
+    assert version_tuple("1.10.0rc1") == (1, 10, 0)
+    assert version_tuple("1.8.1.dev20250101") == (1, 8, 1)
+    assert NESTED_STRUCT_NOT_ZEROED.affects("1.8.0") and not NESTED_STRUCT_NOT_ZEROED.affects("1.8.1")
+    assert not NESTED_STRUCT_NOT_ZEROED.affects("1.10.0")  # not a string comparison ("1.10" < "1.8")
+    assert GRADS_SEEDS_NOT_ZEROED.affects("1.5.1") and not GRADS_SEEDS_NOT_ZEROED.affects("1.6.0")
+    assert STRUCT_GRAD_FREED.affects("1.7.0") and not STRUCT_GRAD_FREED.affects("1.7.2")
+    assert not STRUCT_GRAD_FREED.affects("")  # unknown version: never claim an upstream bug
