@@ -75,6 +75,7 @@ class _Rollouts:
         self.scenario, self.params, self.snapshots = scenario, params, snapshots
         self.x0 = {k: np.asarray(snapshots[k].numpy(), dtype=np.float64) for k in params}
         self.count = 0
+        self.output_size = 1  # scalars in what forward() returned, at the last rollout
 
     def loss(self, delta: dict) -> float:
         import numpy as np
@@ -87,7 +88,9 @@ class _Rollouts:
             out = self.scenario.forward()
             wp.synchronize_device(out.device)
             self.count += 1
-            return float(np.asarray(out.numpy(), dtype=np.float64).reshape(-1)[0])
+            values = np.asarray(out.numpy(), dtype=np.float64).reshape(-1)
+            self.output_size = values.size
+            return float(values[0])
         finally:
             for key in delta:
                 wp.copy(self.params[key], self.snapshots[key])
@@ -130,6 +133,14 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
         return FDResult(mode=options.mode, skipped="gradients are not finite (see nonfinite)")
     rollouts = _Rollouts(scenario, {k: params[k] for k in keys}, snapshots)
     base = rollouts.loss({})
+    if rollouts.output_size != 1:
+        # a scenario with its own backward may return any output and seed it with grads=...: there is no
+        # scalar whose difference quotient the gradient could be compared with
+        return FDResult(
+            mode=options.mode,
+            skipped=f"forward() returned {rollouts.output_size} values, not a scalar loss; return the scalar whose "
+            "gradient backward computes to get a finite-difference check",
+        )
     if not math.isfinite(base):
         return FDResult(mode=options.mode, skipped="the loss is not finite")
     scale = {k: _scale(rollouts.x0[k]) for k in keys}

@@ -135,3 +135,12 @@ def test_fd_bands_are_configurable():
     assert strict.returncode == ExitCode.OK
     bad = cli("run", path, "--fd-warn", "0.5", "--fd-error", "0.1", "--device", "cpu")
     assert bad.returncode == ExitCode.USAGE and "--fd-warn (0.5) must be positive and at most --fd-error" in bad.stderr
+
+
+def test_fd_is_skipped_with_a_reason_when_forward_returns_a_vector():
+    """A scenario seeding its own vector output has no scalar loss: no fd-mismatch from comparing the
+    gradient of sum(y) with the derivative of y[0]."""
+    result, _ = run_scenario(str(SCENARIOS / "vector_output.py"), passes=2)
+    assert result.error is None and result.findings == (), [f.message for f in result.findings]
+    assert result.fd["skipped"].startswith("forward() returned 3 values, not a scalar loss")
+    assert [p.norms[0] for p in result.params] == [pytest.approx((3**2 + 12**2 + 27**2) ** 0.5)]
