@@ -61,6 +61,7 @@ class _Worker:
         child.close()
         self.ready = False
         self.versions: dict[str, str] = {}
+        self.last_pass: tuple[str, int, int] | None = None  # the latest progress message of the running scenario
 
     def run(self, spec: str, options, device: str, progress, timeout: float):
         """(ScenarioResult, worker still usable)."""
@@ -72,7 +73,7 @@ class _Worker:
             self.ready = True
         started = time.monotonic()
         self.connection.send((spec, options, device))
-        self.last_pass: tuple[str, int, int] | None = None
+        self.last_pass = None
         message = self._receive(started + timeout, progress)
         seconds = time.monotonic() - started
         if message is None:

@@ -67,29 +67,6 @@ def run(
     return Report(environment=env, scenarios=tuple(results), fail_on=options.fail_on)
 
 
-class _InProcess:
-    """The default executor: scenarios run in this process (fastest; tracebacks and debuggers work)."""
-
-    versions: Mapping[str, str] = {}  # the report's environment already has this process's versions
-
-    def run_one(self, spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
-        return _run_here(spec, options, device, progress)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
-def _executor(options: RunOptions) -> _InProcess:  # or an Isolated, which has the same three methods
-    if options.timeout is None:
-        return _InProcess()
-    from gradcheck.isolation import Isolated
-
-    return Isolated(options.timeout)
-
-
 def run_one(spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
     """``spec``: a spec string, or a scenario object (instance, class or factory) for the Python API."""
     from gradcheck import loader
@@ -150,7 +127,25 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
     )
 
 
-_run_here = run_one  # the module function, for _InProcess.run_one (whose own name shadows it in reading)
+class _InProcess:
+    """The default executor: scenarios run in this process (fastest; tracebacks and debuggers work)."""
+
+    versions: Mapping[str, str] = {}  # the report's environment already has this process's versions
+    run_one = staticmethod(run_one)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _executor(options: RunOptions) -> _InProcess:  # or an Isolated, which has the same three members
+    if options.timeout is None:
+        return _InProcess()
+    from gradcheck.isolation import Isolated
+
+    return Isolated(options.timeout)
 
 
 def _fd_summary(trace: Trace) -> dict | None:

@@ -106,16 +106,8 @@ def run_selftest(device: str | None, passes: int = 3, progress=None) -> list[Out
 
 
 def _newton_missing() -> str | None:
-    """Why the Newton scenarios cannot run in this environment, or None when they can."""
-    import importlib.util
+    """Why the Newton cases are skipped here, or None when they run."""
+    from gradcheck.scenarios._featherstone import NEWTON_NEEDS_WARP, newton_missing
 
-    import warp as wp
-
-    from gradcheck.known_bugs import version_tuple
-    from gradcheck.scenarios._featherstone import NEWTON_NEEDS_WARP
-
-    if version_tuple(wp.__version__) < version_tuple(NEWTON_NEEDS_WARP):
-        return f"skipped: Newton needs warp-lang >= {NEWTON_NEEDS_WARP}"
-    if importlib.util.find_spec("newton") is None:
-        return "skipped: newton is not installed"
-    return None
+    why = newton_missing()
+    return None if why is None else f"skipped: Newton needs warp-lang >= {NEWTON_NEEDS_WARP}; {why}"

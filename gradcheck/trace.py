@@ -54,9 +54,8 @@ class Survivor:
     """A gradient buffer still nonzero after the scenario's zero step."""
 
     subject: str
-    reached_via: (
-        str  # "kernel argument", "struct field", "nested struct field", "array of structs", "tape.gradients", "param"
-    )
+    # "kernel argument", "struct field", "nested struct field", "array of structs", "tape.gradients", "param"
+    reached_via: str
     norm: float
     nonzero: int  # scalar values (a vec3 element counts 3)
     size: int  # scalar values

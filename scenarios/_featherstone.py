@@ -10,27 +10,38 @@ SCRATCH = ("M", "J", "P", "H", "L")
 NEWTON_NEEDS_WARP = "1.17"
 
 
-def import_newton(scenario: str):
-    """``newton``, or one clear line saying why this scenario cannot run here.
+def newton_missing() -> str | None:
+    """Why Newton cannot run in this environment (its warp-lang floor, or not installed), or None.
 
     Newton needs warp-lang >= 1.17; engineers pinned to an older Warp (where the historical autodiff bugs
     live) still get every pure-Warp scenario, and the Newton ones are reported as not runnable, not crashed.
     """
+    import importlib.util
+
     import warp as wp
 
-    from gradcheck.errors import ScenarioError
     from gradcheck.known_bugs import version_tuple
 
-    old = version_tuple(wp.__version__) < version_tuple(NEWTON_NEEDS_WARP)
-    try:
-        import newton
-    except ImportError as exc:
-        why = f"this environment has warp-lang {wp.__version__}" if old else "newton is not installed"
+    if version_tuple(wp.__version__) < version_tuple(NEWTON_NEEDS_WARP):
+        return f"this environment has warp-lang {wp.__version__}"
+    if importlib.util.find_spec("newton") is None:
+        return "newton is not installed"
+    return None
+
+
+def import_newton(scenario: str):
+    """``newton``, or one clear line saying why this scenario cannot run here."""
+    why = newton_missing()
+    if why is not None:
+        from gradcheck.errors import ScenarioError
+
         raise ScenarioError(
-            f"{scenario}: needs Newton, which needs warp-lang >= {NEWTON_NEEDS_WARP}; {why} ({exc}). "
+            f"{scenario}: needs Newton, which needs warp-lang >= {NEWTON_NEEDS_WARP}; {why}. "
             "Use a newer Warp (pip install -U warp-lang newton) or a pure-Warp scenario (rollout, nested-struct, "
             "spring-chain)"
-        ) from None
+        )
+    import newton
+
     return newton
 
 

@@ -81,13 +81,16 @@ needs_subscript_annotations = pytest.mark.skipif(
 )
 
 
-def needs_struct_grad_keepalive():
-    """Tests of the >= 1.7.2 behaviour (the struct keeps an old gradient alive: stale, not dangling);
-    before it, warp#720 frees the buffer and tests/test_warp_versions.py checks the dangling finding."""
+def _warp_frees_struct_grads() -> bool:
     import warp as wp
 
     from gradcheck.known_bugs import STRUCT_GRAD_FREED
 
-    return pytest.mark.skipif(
-        STRUCT_GRAD_FREED.affects(wp.__version__), reason=f"warp-lang {wp.__version__} frees it (warp#720)"
-    )
+    return STRUCT_GRAD_FREED.affects(wp.__version__)
+
+
+# Tests of the >= 1.7.2 behaviour (the struct keeps an old gradient alive: stale, not dangling); before it,
+# warp#720 frees the buffer and tests/test_warp_versions.py checks the dangling finding instead.
+needs_struct_grad_keepalive = pytest.mark.skipif(
+    _warp_frees_struct_grads(), reason="this warp-lang frees the old gradient buffer (warp#720)"
+)

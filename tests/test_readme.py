@@ -7,12 +7,15 @@ import re
 from conftest import ROOT, run_scenario
 
 
-def test_readme_contract_example_runs_clean(tmp_path):
+def _first_python_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in the README, as a user would copy it."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## The scenario contract") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```python\n(.*?)```", text[text.index(heading) :], re.S).group(1)
+
+
+def test_readme_contract_example_runs_clean(tmp_path):
     path = tmp_path / "readme_linear.py"
-    path.write_text(code)
+    path.write_text(_first_python_block("## The scenario contract"))
     result, _ = run_scenario(str(path), passes=3, n="3")
     assert result.error is None, result.error
     assert result.name == "linear"
@@ -34,11 +37,8 @@ def test_readme_clipping_example_runs(tmp_path):
     import subprocess
     import sys
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Clipping") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     path = tmp_path / "clip_example.py"
-    path.write_text(code)
+    path.write_text(_first_python_block("## Clipping"))
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line and not line.startswith(("Warp", "Module", "   "))]

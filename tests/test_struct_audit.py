@@ -32,7 +32,7 @@ def test_clean_cartpole_has_no_struct_findings():
     assert result.notes == ()
 
 
-@needs_struct_grad_keepalive()
+@needs_struct_grad_keepalive
 def test_requires_grad_off_is_stale_with_a_growing_orphan():
     result, _ = run_scenario("nested-struct", fault="requires-grad-off", passes=4)
     stale = by_check(result.findings, "stale-adjoint")
@@ -48,7 +48,7 @@ def test_requires_grad_off_is_stale_with_a_growing_orphan():
     assert [f.subject for f in missing] == ["geo.scale.grad"]
 
 
-@needs_struct_grad_keepalive()
+@needs_struct_grad_keepalive
 def test_grad_replaced_is_stale():
     result, _ = run_scenario("nested-struct", fault="grad-replaced", passes=3)
     (finding,) = [f for f in by_check(result.findings, "stale-adjoint") if f.evidence["in_tape"]]

@@ -12,17 +12,16 @@ Only pure-Warp scenarios here: Newton needs warp-lang >= 1.17.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 import warp as wp
 from conftest import by_check, run_scenario
 
 from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, STRUCT_GRAD_FREED, version_tuple
+from gradcheck.scenarios._featherstone import newton_missing
 
 WARP = wp.__version__
-HAS_NEWTON = version_tuple(WARP) >= (1, 17) and importlib.util.find_spec("newton") is not None
+HAS_NEWTON = newton_missing() is None
 STATES = [f"states[{k}].grad" for k in range(1, 5)]
 
 
