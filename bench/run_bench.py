@@ -31,8 +31,8 @@ def bare_loop(device: str, passes: int, freeze: bool = False) -> float:
 
     Runs on a freshly set-up scenario, like the diagnostics loop (first passes over new arrays are slower).
     """
+    from gradcheck.probes.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
-    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     scenario = CartPole()
@@ -79,7 +79,7 @@ class _CollectAfterSetup:
 def diagnostics_loop(device: str, passes: int) -> float:
     """gradcheck's runner and checks over the same passes; setup() excluded (timed per pass)."""
     from gradcheck.checks import run_checks
-    from gradcheck.runner import run_passes
+    from gradcheck.engine.runner import run_passes
     from gradcheck.scenarios.cartpole import CartPole
 
     scenario = _CollectAfterSetup(CartPole())
@@ -118,11 +118,11 @@ def struct_audit_cost(device: str, repeat: int = 3) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from struct_tree import FIELDS, StructTree
 
-    from gradcheck.allocations import AllocationLedger
-    from gradcheck.naming import walk
-    from gradcheck.reachability import launch_arguments
-    from gradcheck.struct_audit import StructAuditor
-    from gradcheck.warp_compat import is_struct_instance
+    from gradcheck.probes.allocations import AllocationLedger
+    from gradcheck.probes.naming import walk
+    from gradcheck.probes.reachability import launch_arguments
+    from gradcheck.probes.struct_audit import StructAuditor
+    from gradcheck.probes.warp_compat import is_struct_instance
 
     with AllocationLedger() as ledger:
         tree = StructTree(cells=10_000 // FIELDS, launches=10_000, device=device)
@@ -143,8 +143,8 @@ def stats_vs_copy(device: str, repeat: int = 7) -> dict:
     """P5: on-device stats of a 16M-float gradient buffer vs a wp.copy of the same buffer."""
     import numpy as np
 
-    from gradcheck.stats import StatsPlan
-    from gradcheck.warp_compat import load_warp
+    from gradcheck.probes.stats import StatsPlan
+    from gradcheck.probes.warp_compat import load_warp
 
     wp = load_warp()
     n = 16 * 1024 * 1024
@@ -177,9 +177,10 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
 
     import numpy as np
 
-    from gradcheck.finite_diff import FDOptions, _compare, _Rollouts, _scale, run_fd
+    from gradcheck.model.options import FDOptions
+    from gradcheck.probes.finite_diff import _compare, _Rollouts, _scale, run_fd
+    from gradcheck.probes.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
-    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     out = {}

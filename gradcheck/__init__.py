@@ -7,8 +7,8 @@ resolve (spec → scenario ref) → runner (passes → Trace) → checks (Trace 
 
 __version__ = "0.1.0"
 
-from gradcheck.exit_codes import ExitCode
-from gradcheck.findings import Finding, Severity
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Finding, Severity
 
 
 def check(scenario, **options):

@@ -1,12 +1,13 @@
 """The Python API: ``gradcheck.check(spec_or_scenario, **options) -> Report``.
 
 The same pipeline and the same Report (frozen; ``report.to_dict()`` is the JSON) as
-``gradcheck run``, for users who drive gradcheck from their own code or test suite.
+``gradcheck run``, for users who drive gradcheck from their own code or test suite. Options are
+validated exactly as on the command line: a bad value raises ``gradcheck.UsageError``.
 """
 
 from __future__ import annotations
 
-from gradcheck.report import Report
+from gradcheck.model.report import Report
 
 
 def check(
@@ -25,27 +26,21 @@ def check(
     """Run one scenario (a spec string like ``"cartpole"`` or ``"path.py:Name"``, or a scenario
     instance, class or factory) and return its Report. Option values may be any type; they are
     passed to ``setup()`` as strings, exactly as ``--set`` would."""
-    from gradcheck import pipeline
-    from gradcheck.check_options import CheckOptions
-    from gradcheck.environment import check_device, default_device, describe
-    from gradcheck.findings import Severity
-    from gradcheck.finite_diff import FDOptions
+    from gradcheck.engine.environment import check_device, default_device, describe
+    from gradcheck.engine.scenario_run import run_one
+    from gradcheck.model.options import CheckOptions, FDOptions, RunOptions
 
-    options = pipeline.RunOptions(
+    options = RunOptions(
         device=device,
         passes=passes,
         fault=fault,
-        settings={str(k): str(v) for k, v in (settings or {}).items()},
-        fail_on=Severity.parse(fail_on),
+        settings=settings or {},
+        fail_on=fail_on,
         clip_norm=clip_norm,
         checks=CheckOptions(max_norm=max_norm),
         fd=FDOptions(mode=fd),
         replay=replay,
     )
-    if options.passes < 1:
-        from gradcheck.errors import UsageError
-
-        raise UsageError(f"passes must be at least 1, got {passes}")
     used = check_device(device) if device else default_device()
-    result = pipeline.run_one(scenario, options, used)
+    result = run_one(scenario, options, used)
     return Report(environment=describe(used), scenarios=(result,), fail_on=options.fail_on)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gradcheck.findings import Severity
+from gradcheck.model.findings import Severity
 
 
 def assert_gradients_healthy(scenario, checks: Iterable[str] | None = None, fail_on: str = "warning", **options):

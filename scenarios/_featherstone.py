@@ -20,7 +20,7 @@ def newton_missing() -> str | None:
 
     import warp as wp
 
-    from gradcheck.known_bugs import version_tuple
+    from gradcheck.model.known_bugs import version_tuple
 
     if version_tuple(wp.__version__) < version_tuple(NEWTON_NEEDS_WARP):
         return f"this environment has warp-lang {wp.__version__}"
@@ -33,7 +33,7 @@ def import_newton(scenario: str):
     """``newton``, or one clear line saying why this scenario cannot run here."""
     why = newton_missing()
     if why is not None:
-        from gradcheck.errors import ScenarioError
+        from gradcheck.model.errors import ScenarioError
 
         raise ScenarioError(
             f"{scenario}: needs Newton, which needs warp-lang >= {NEWTON_NEEDS_WARP}; {why}. "

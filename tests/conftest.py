@@ -17,7 +17,8 @@ ROOT = TESTS.parent
 
 def run_scenario(spec: str, fault: str | None = None, passes: int = 5, **settings):
     """One scenario through the whole pipeline on CPU; returns (ScenarioResult, Report)."""
-    from gradcheck.pipeline import RunOptions, run
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.options import RunOptions
 
     report = run([spec], RunOptions(device="cpu", passes=passes, fault=fault, settings=settings))
     return report.scenarios[0], report
@@ -84,7 +85,7 @@ needs_subscript_annotations = pytest.mark.skipif(
 def _warp_frees_struct_grads() -> bool:
     import warp as wp
 
-    from gradcheck.known_bugs import STRUCT_GRAD_FREED
+    from gradcheck.model.known_bugs import STRUCT_GRAD_FREED
 
     return STRUCT_GRAD_FREED.affects(wp.__version__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import by_check, cli_json, run_scenario
 
-from gradcheck.exit_codes import ExitCode
-from gradcheck.findings import Severity
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
 
 
 def test_per_step_scratch_20_passes_is_clean_through_the_cli():

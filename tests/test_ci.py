@@ -9,7 +9,7 @@ import pytest
 import xmlschema
 from conftest import SCENARIOS, TESTS, cli, cli_json
 
-from gradcheck.exit_codes import ExitCode
+from gradcheck.model.exit_codes import ExitCode
 
 
 def _project(tmp_path, scenarios: str):

@@ -9,10 +9,10 @@ import sys
 from conftest import SCENARIOS, cli, cli_json
 
 from gradcheck import __version__
-from gradcheck.exit_codes import ExitCode, combine
-from gradcheck.findings import Finding, Severity
 from gradcheck.formats import RENDERERS, OutputFormat
-from gradcheck.report import ScenarioResult
+from gradcheck.model.exit_codes import ExitCode, combine
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.report import ScenarioResult
 
 
 def test_version():

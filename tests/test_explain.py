@@ -6,7 +6,7 @@ import pytest
 from conftest import cli
 
 from gradcheck.checks import REGISTRY
-from gradcheck.exit_codes import ExitCode
+from gradcheck.model.exit_codes import ExitCode
 
 
 @pytest.mark.parametrize("module", REGISTRY, ids=lambda m: m.NAME)
@@ -28,7 +28,7 @@ def test_explain_cli_lists_and_explains():
 
 def test_the_documented_stale_adjoint_fix_refreshes_the_mirror():
     from gradcheck.checks import run_checks
-    from gradcheck.runner import run_passes
+    from gradcheck.engine.runner import run_passes
     from gradcheck.scenarios.nested_struct import NestedStruct
 
     class Fixed(NestedStruct):

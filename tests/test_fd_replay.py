@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from conftest import SCENARIOS, by_check, cli, run_scenario
 
-from gradcheck.exit_codes import ExitCode
-from gradcheck.findings import Severity
-from gradcheck.finite_diff import FDOptions
-from gradcheck.runner import run_passes
+from gradcheck.engine.runner import run_passes
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
+from gradcheck.model.options import FDOptions
 
 SCRATCH = {"solver.J", "solver.P", "solver.H", "solver.L"}
 
@@ -54,7 +54,8 @@ def test_wrong_custom_adjoint_names_the_wrong_component():
 
 
 def test_element_mode_on_a_correct_adjoint_is_silent():
-    from gradcheck.pipeline import RunOptions, run
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.options import RunOptions
 
     report = run(
         [str(SCENARIOS / "custom_adjoint.py")], RunOptions(device="cpu", passes=1, fd=FDOptions(mode="elements"))

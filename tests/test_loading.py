@@ -8,9 +8,9 @@ import textwrap
 import pytest
 from conftest import ROOT, SCENARIOS, cli, cli_json, run_scenario
 
-from gradcheck.errors import UsageError
-from gradcheck.exit_codes import ExitCode
-from gradcheck.resolve import resolve
+from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.scenario.resolve import resolve
 
 FACTORY = SCENARIOS / "factory.py"
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import by_check, cli, cli_json, run_scenario
 
-from gradcheck.check_options import CheckOptions
-from gradcheck.exit_codes import ExitCode
-from gradcheck.findings import Severity
-from gradcheck.finite_diff import FDOptions
-from gradcheck.pipeline import RunOptions, run
+from gradcheck.engine.pipeline import run
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
+from gradcheck.model.options import CheckOptions, FDOptions, RunOptions
 from gradcheck.scenarios.spring_chain import LR
 
 NEW_CHECKS = ("nonfinite", "explosion", "vanishing", "mutated-gradient")

@@ -7,7 +7,7 @@ import math
 from conftest import SCENARIOS, by_check, needs_retain_grad, needs_subscript_annotations, run_scenario
 
 from gradcheck.checks import accumulation
-from gradcheck.trace import ParamPass, ParamTrace
+from gradcheck.model.trace import ParamPass, ParamTrace
 
 RETAIN = str(SCENARIOS / "retain_grad.py")
 STRUCTS = str(SCENARIOS / "struct_array.py")
@@ -92,7 +92,7 @@ def test_unreachable_intermediate_is_named_by_its_kernel_argument():
 def test_cuda_tolerance_follows_warp_deterministic_mode(monkeypatch):
     import warp as wp
 
-    from gradcheck.gradients import CUDA_RTOL, equality_tolerance
+    from gradcheck.probes.gradients import CUDA_RTOL, equality_tolerance
 
     assert equality_tolerance("cpu") == 0.0
     assert equality_tolerance("cuda:0") == CUDA_RTOL  # default: NOT_GUARANTEED, float atomics reorder
@@ -104,7 +104,7 @@ def test_cuda_tolerance_follows_warp_deterministic_mode(monkeypatch):
 def test_gradient_reader_compares_per_param_when_the_param_set_changes():
     import warp as wp
 
-    from gradcheck.gradients import GradientReader
+    from gradcheck.probes.gradients import GradientReader
 
     def read(reader, params):
         return {k: reader.record(k, st) for k, st in reader.measure(params).items()}

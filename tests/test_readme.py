@@ -24,7 +24,7 @@ def test_readme_contract_example_runs_clean(tmp_path):
 
 
 def test_readme_documents_every_builtin_fault():
-    from gradcheck.catalog import builtin_infos
+    from gradcheck.scenario.catalog import builtin_infos
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for info in builtin_infos():

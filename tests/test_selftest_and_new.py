@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import cli
 
-from gradcheck.exit_codes import ExitCode
+from gradcheck.model.exit_codes import ExitCode
 
 
 def test_selftest_passes_on_cpu():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from gradcheck.stats import StatsPlan, gradient_stats
+from gradcheck.probes.stats import StatsPlan, gradient_stats
 
 
 def _reference(values: np.ndarray) -> dict:

@@ -7,13 +7,13 @@ import ctypes
 import pytest
 from conftest import by_check, cli_json, needs_struct_grad_keepalive, run_scenario
 
-from gradcheck.allocations import AllocationLedger
 from gradcheck.checks import run_checks
-from gradcheck.exit_codes import ExitCode
-from gradcheck.findings import Severity
-from gradcheck.runner import run_passes
+from gradcheck.engine.runner import run_passes
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
+from gradcheck.probes.allocations import AllocationLedger
+from gradcheck.probes.warp_compat import struct_records
 from gradcheck.scenarios.nested_struct import NestedStruct
-from gradcheck.warp_compat import struct_records
 
 STRUCT_CHECKS = ("stale-adjoint", "dangling-adjoint")
 
@@ -122,9 +122,9 @@ def test_record_pointing_into_a_newer_array_names_that_array():
     """A freed address handed to a new array: liveness alone would pass it; the audit names the new owner."""
     import warp as wp
 
-    from gradcheck.naming import walk
+    from gradcheck.probes.naming import walk
+    from gradcheck.probes.struct_audit import StructAuditor
     from gradcheck.scenarios.nested_struct import Part
-    from gradcheck.struct_audit import StructAuditor
 
     class Holder:
         pass
@@ -158,8 +158,8 @@ def test_memory_reused_by_an_integer_array_is_reported_without_a_norm():
     """Freed gradient memory can be handed to any array (seen in CI: an int32 index array)."""
     import warp as wp
 
-    from gradcheck.runner import _finish
-    from gradcheck.struct_audit import Observation
+    from gradcheck.engine.runner import _finish
+    from gradcheck.probes.struct_audit import Observation
 
     owner = wp.zeros(4, dtype=wp.int32, device="cpu")
     issue = _finish(

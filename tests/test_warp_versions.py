@@ -3,7 +3,7 @@
 `make test` runs it on the latest Warp, where each bug is fixed and the same usage must be silent;
 `make test-compat` runs it again in one virtual environment per historical release (.venv-compat/<version>:
 1.5.1, 1.7.0, 1.8.0, 1.9.1), where the bugs are live. Which release fixed what comes from
-gradcheck.known_bugs (measured on CPU, field notes section 2):
+gradcheck.model.known_bugs (measured on CPU, field notes section 2):
 - NVIDIA/warp#407 (fixed 1.6.0): tape.zero() skips arrays seeded with tape.backward(grads=...);
 - NVIDIA/warp#720 (fixed 1.7.2): after requires_grad=False a struct keeps a pointer to a freed gradient;
 - NVIDIA/warp#807 (fixed 1.8.1): tape.zero() leaves gradients of arrays inside nested structs.
@@ -17,7 +17,12 @@ import pytest
 import warp as wp
 from conftest import by_check, run_scenario
 
-from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, STRUCT_GRAD_FREED, version_tuple
+from gradcheck.model.known_bugs import (
+    GRADS_SEEDS_NOT_ZEROED,
+    NESTED_STRUCT_NOT_ZEROED,
+    STRUCT_GRAD_FREED,
+    version_tuple,
+)
 from gradcheck.scenarios._featherstone import newton_missing
 
 WARP = wp.__version__
@@ -96,11 +101,11 @@ def test_requires_grad_off_is_warp_720_where_it_exists():
     """Before 1.7.2 the gradient buffer is freed and the next allocation of its size (the scenario's
     loss_log) receives it: a dangling pointer that looks live. It must be called dangling, name the
     array that owns the memory now, and be caught before backward writes anything there."""
-    from gradcheck import pipeline
+    import gradcheck
     from gradcheck.scenarios.nested_struct import NestedStruct
 
     scenario = NestedStruct()
-    result = pipeline.run_one(scenario, pipeline.RunOptions(device="cpu", passes=3, fault="requires-grad-off"), "cpu")
+    (result,) = gradcheck.check(scenario, device="cpu", passes=3, fault="requires-grad-off").scenarios
     assert result.error is None, result.error
     if STRUCT_GRAD_FREED.affects(WARP):
         (dangling,) = by_check(result.findings, "dangling-adjoint")
@@ -143,7 +148,7 @@ def test_clean_variants_stay_clean(spec):
 
 @pytest.mark.skipif(HAS_NEWTON, reason="Newton runs here")
 def test_newton_scenarios_say_why_they_cannot_run():
-    from gradcheck.exit_codes import ExitCode
+    from gradcheck.model.exit_codes import ExitCode
 
     result, report = run_scenario("cartpole", passes=2)
     assert result.error.startswith("cartpole: needs Newton, which needs warp-lang >= 1.17")
@@ -154,7 +159,7 @@ def test_selftest_matrix_holds_on_this_version():
     """Every fault caught by its check, every clean variant silent (Newton cases skipped where it cannot run)."""
     if HAS_NEWTON:
         pytest.skip("on the latest Warp, tests/test_selftest_and_new.py runs the full selftest through the CLI")
-    from gradcheck.selftest import run_selftest
+    from gradcheck.engine.selftest import run_selftest
 
     outcomes = run_selftest("cpu", passes=2)
     bad = [(o.case.label, sorted(o.fired), o.error) for o in outcomes if not o.ok]

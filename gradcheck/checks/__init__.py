@@ -7,7 +7,6 @@ it reads only the Trace (plain data), never Warp objects, and its thresholds fro
 
 from __future__ import annotations
 
-from gradcheck.check_options import DEFAULT, CheckOptions
 from gradcheck.checks import (
     accumulation,
     dangling_adjoint,
@@ -22,8 +21,9 @@ from gradcheck.checks import (
     write_after_read,
     zero_audit,
 )
-from gradcheck.findings import Finding
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding
+from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.trace import Trace
 
 REGISTRY = (
     dangling_adjoint,
@@ -39,9 +39,10 @@ REGISTRY = (
     write_after_read,
     reentrancy,
 )
+BY_NAME = {module.NAME: module for module in REGISTRY}
 
 
-def run_checks(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
+def run_checks(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     findings: list[Finding] = []
     for module in REGISTRY:
         findings.extend(module.check(trace, options))

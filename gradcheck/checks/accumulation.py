@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED
-from gradcheck.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.trace import ParamTrace, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.known_bugs import GRADS_SEEDS_NOT_ZEROED
+from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "accumulation"
 SUMMARY = "gradients must not change between identical forward/backward passes"

@@ -10,9 +10,9 @@ struct used by the tape holds such a pointer.
 from __future__ import annotations
 
 from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
-from gradcheck.findings import Finding, Severity
-from gradcheck.known_bugs import STRUCT_GRAD_FREED
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.known_bugs import STRUCT_GRAD_FREED
+from gradcheck.model.trace import Trace
 
 NAME = "dangling-adjoint"
 SUMMARY = "no struct mirror or array-of-structs record may point at freed or foreign memory"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.check_options import DEFAULT, CheckOptions
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import group_by_family
-from gradcheck.trace import ParamTrace, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.paths import group_by_family
+from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "explosion"
 SUMMARY = "gradient norms must stay below --max-norm and not grow by orders of magnitude along the horizon"
@@ -29,7 +29,7 @@ Fix: shorter horizons or windows, damping, or clipping.
 """
 
 
-def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
+def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     findings = []
     for p in trace.params:
         peak = max((q.norm for q in p.passes if q.has_grad and math.isfinite(q.norm)), default=0.0)

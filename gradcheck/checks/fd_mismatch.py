@@ -1,6 +1,6 @@
 """fd-mismatch: the tape's gradient disagrees with central finite differences of the loss.
 
-Reads the finite-difference probe the runner ran after the passes (gradcheck.finite_diff): the
+Reads the finite-difference probe the runner ran after the passes (gradcheck.probes.finite_diff): the
 worst relative error of the directional derivatives (fast mode) and, when fast mode failed or
 ``--fd elements`` asked for it, the worst single element, named by path with its AD and FD values.
 Bands: warning from 1e-2 (warp.autograd's rtol), error from 1e-1; both configurable.
@@ -8,8 +8,8 @@ Bands: warning from 1e-2 (warp.autograd's rtol), error from 1e-1; both configura
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.trace import Trace
 
 NAME = "fd-mismatch"
 SUMMARY = "the tape's gradient must agree with central finite differences of the loss"

@@ -8,9 +8,9 @@ gradient lands in ``model.joint_q.grad`` instead).
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.trace import ParamTrace, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "missing-gradient"
 SUMMARY = "every param must have a gradient buffer that is nonzero on some pass"

@@ -9,9 +9,9 @@ zero step placed too early. The norms the user then logs look wrong (the seed: 7
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.trace import Trace
 
 NAME = "mutated-gradient"
 SUMMARY = "gradients must not change between backward and the point where the loop reads them"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.trace import ParamTrace, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "nonfinite"
 SUMMARY = "gradients must be free of NaN and Inf"

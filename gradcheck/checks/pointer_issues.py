@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradcheck.trace import PointerIssue, Trace
+from gradcheck.model.trace import PointerIssue, Trace
 
 
 @dataclass

@@ -7,9 +7,9 @@ first. The finding names the arrays whose forward values backward changed.
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import group_by_family
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import group_by_family
+from gradcheck.model.trace import Trace
 
 NAME = "reentrancy"
 SUMMARY = "backward run twice on the same tape must give the same gradients"

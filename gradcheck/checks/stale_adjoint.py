@@ -11,8 +11,8 @@ on the old array (nested structs are copied on assignment).
 from __future__ import annotations
 
 from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
-from gradcheck.findings import Finding, Severity
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.trace import Trace
 
 NAME = "stale-adjoint"
 SUMMARY = "struct mirrors and array-of-structs records must point at the arrays (and grads) the fields hold now"

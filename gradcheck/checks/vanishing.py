@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from gradcheck.check_options import DEFAULT, CheckOptions
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.trace import ParamTrace, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "vanishing"
 SUMMARY = "nonzero gradients must be large enough, relative to the loss, to be resolved in float32"
@@ -28,7 +28,7 @@ Fix: rescale the loss or the parametrisation so every param's influence is withi
 """
 
 
-def check(trace: Trace, options: CheckOptions = DEFAULT) -> tuple[Finding, ...]:
+def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     losses = [abs(r.loss) for r in trace.passes if r.loss is not None and math.isfinite(r.loss)]
     if not losses or max(losses) == 0:
         return ()

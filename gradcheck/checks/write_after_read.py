@@ -9,9 +9,9 @@ listed in the evidence of the other findings.
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.paths import group_by_family
-from gradcheck.trace import Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import group_by_family
+from gradcheck.model.trace import Trace
 
 NAME = "write-after-read"
 SUMMARY = "no array may be rewritten with different values after an earlier launch on the tape read it"

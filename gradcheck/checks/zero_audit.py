@@ -8,10 +8,10 @@ adds to them. Each survivor is named by path; indexed families (one per state) a
 
 from __future__ import annotations
 
-from gradcheck.findings import Finding, Severity
-from gradcheck.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, KnownBug
-from gradcheck.paths import group_by_family
-from gradcheck.trace import Survivor, Trace
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, KnownBug
+from gradcheck.model.paths import group_by_family
+from gradcheck.model.trace import Survivor, Trace
 
 NAME = "zero-audit"
 SUMMARY = "after the zero step, no gradient buffer reachable from the tape may be nonzero"

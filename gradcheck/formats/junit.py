@@ -17,29 +17,29 @@ def _clean(text) -> str:
     return _ILLEGAL.sub("", str(text))
 
 
-def render(results: list[dict], checks: list[str], fail_on: str) -> str:
-    from gradcheck.ci import failing
-
+def render(report, checks) -> str:
+    """``report``: a Report (its fail-on decides failures; baselined findings never fail); ``checks``: the
+    check names, one testcase each per scenario."""
     suites = ET.Element("testsuites", name="gradcheck")
     total_tests = total_failures = total_errors = 0
-    for result in results:
-        label = _clean(result.get("label") or result.get("name"))
+    for result in report.scenarios:
+        label = _clean(result.label or result.name)
         suite = ET.SubElement(suites, "testsuite", name=label)
         tests = failures = errors = 0
-        if result.get("status") == "error":
+        if result.error is not None:
             case = ET.SubElement(suite, "testcase", classname=label, name="run")
-            error = ET.SubElement(case, "error", message=_clean(result.get("error")), type="ScenarioError")
-            error.text = _clean(result.get("error"))
+            error = ET.SubElement(case, "error", message=_clean(result.error), type="ScenarioError")
+            error.text = _clean(result.error)
             tests, errors = 1, 1
         else:
-            bad = failing(result, fail_on)
+            bad = result.failing(report.fail_on)
             for check in checks:
                 case = ET.SubElement(suite, "testcase", classname=label, name=check)
-                mine = [f for f in bad if f["check"] == check]
+                mine = [f for f in bad if f.check == check]
                 if mine:
                     failure = ET.SubElement(case, "failure", message=_clean(f"{len(mine)} finding(s)"), type=check)
                     failure.text = _clean(
-                        "\n".join(f"{f['severity']} {f['subject']}: {f['message']} (fix: {f['hint']})" for f in mine)
+                        "\n".join(f"{f.severity.label} {f.subject}: {f.message} (fix: {f.hint})" for f in mine)
                     )
                     failures += 1
                 tests += 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import math
 
-from gradcheck.findings import Severity
-from gradcheck.paths import group_by_family
+from gradcheck.model.findings import Severity
+from gradcheck.model.paths import group_by_family
 
 BARS = "▁▂▃▄▅▆▇█"
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}

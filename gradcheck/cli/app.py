@@ -1,0 +1,49 @@
+"""The Typer app: one registry line per command, each command in its own module.
+
+Command modules import only Typer and gradcheck's light modules at the top; Warp, Newton and numpy
+are imported inside command bodies, so ``--help`` and ``list`` stay instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from gradcheck import __version__
+from gradcheck.cli import ci, explain, list_scenarios, new, run, selftest, sweep
+
+app = typer.Typer(
+    name="gradcheck",
+    help="Gradient diagnostics for NVIDIA Warp and Newton programs.",
+    pretty_exceptions_show_locals=False,  # locals would dump arrays into CI logs
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+COMMANDS = (
+    ("run", run.run),
+    ("sweep", sweep.sweep),
+    ("explain", explain.explain),
+    ("ci", ci.ci),
+    ("selftest", selftest.selftest),
+    ("new", new.new),
+    ("list", list_scenarios.list_scenarios),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gradcheck {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """Gradient diagnostics for NVIDIA Warp and Newton programs."""
+
+
+def main() -> None:
+    app(prog_name="gradcheck")

@@ -1,0 +1,111 @@
+"""`gradcheck ci`: the configured scenarios ([tool.gradcheck] in pyproject.toml), each isolated, for CI.
+
+Results come back as a Report (``engine.ci``); baselines mark its findings, JUnit renders it, and the
+exit code is the Report's, as for ``gradcheck run``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gradcheck.cli.output import check_writable, error_line, fail
+from gradcheck.cli.run import DEVICE_HELP
+from gradcheck.formats import OutputFormat
+from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.options import FailOn
+
+
+def ci(
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),
+    junit: Path = typer.Option(None, "--junit", help="also write a JUnit XML report to FILE"),
+    baseline: Path = typer.Option(None, "--baseline", help="accept the findings listed in FILE"),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="write the current findings to --baseline"),
+    timeout: float = typer.Option(600.0, "--timeout", help="seconds per scenario before it is stopped"),
+    shard_spec: str = typer.Option(None, "--shard", metavar="I/N", help="run the I-th of N shards"),
+    passes: int = typer.Option(None, "--passes", help="override [tool.gradcheck] passes"),
+    fail_on: FailOn = typer.Option(None, "--fail-on", help="override [tool.gradcheck] fail-on"),
+) -> None:
+    """Run the configured scenarios ([tool.gradcheck] in pyproject.toml), each isolated, for CI."""
+    from gradcheck.cli.progress import progress_bars
+    from gradcheck.engine import ci as ci_run
+    from gradcheck.model.baseline import Baseline
+    from gradcheck.model.options import RunOptions
+
+    try:
+        config = ci_run.load_config(Path.cwd())
+        entries = ci_run.shard(config.entries, shard_spec)
+        options = RunOptions(
+            device=device,
+            passes=passes or config.passes,
+            fail_on=fail_on or config.fail_on,
+            timeout=timeout,
+        )
+        if update_baseline and baseline is None:
+            raise UsageError("--update-baseline needs --baseline FILE to write to")
+        if baseline is not None and not update_baseline and not baseline.is_file():
+            raise UsageError(f"--baseline {str(baseline)!r} does not exist; create it with --update-baseline")
+        accepted = Baseline.load(baseline) if baseline is not None and not update_baseline else None
+        check_writable(junit, "--junit")
+        check_writable(baseline if update_baseline else None, "--baseline")
+    except UsageError as exc:
+        raise fail(exc) from None
+
+    with progress_bars(False, len(entries)) as bars:
+
+        def on_result(result, done: int, total: int) -> None:
+            typer.echo(f"gradcheck ci: [{done}/{total}] {result.label}: {result.status}", err=True)
+            if result.error:
+                error_line(result.error)
+            if bars is not None:
+                bars.scenarios(result.label, done, total)
+
+        try:
+            report = ci_run.run_entries(entries, options, on_result, source=config.source)
+        except UsageError as exc:
+            raise fail(exc) from None
+    if update_baseline:
+        baseline.write_text(_json(Baseline.of(report).to_dict()), encoding="utf-8")
+    elif accepted is not None:
+        report = accepted.apply(report)
+    code = report.exit_code
+    if update_baseline:  # the findings are now accepted: only a scenario that could not run fails
+        code = max((r.exit_code(report.fail_on) for r in report.scenarios if r.error), default=ExitCode.OK)
+    if junit is not None:
+        from gradcheck.checks import BY_NAME
+        from gradcheck.formats.junit import render as junit_xml
+
+        junit.write_text(junit_xml(report, list(BY_NAME)), encoding="utf-8")
+    if fmt == OutputFormat.json:
+        typer.echo(_json(_payload(report, config.source, code)), nl=False)
+    else:
+        for r in report.scenarios:
+            bad = r.failing(report.fail_on)
+            accepted_count = sum(1 for f in r.findings if f.baselined)
+            detail = r.error or (", ".join(sorted({f.check for f in bad})) or "ok")
+            typer.echo(f"{r.label}: {detail}" + (f" ({accepted_count} baselined)" if accepted_count else ""))
+        failing = sum(1 for r in report.scenarios if r.failing(report.fail_on))
+        errors = sum(1 for r in report.scenarios if r.error)
+        typer.echo(f"{len(report.scenarios)} scenario(s), {failing} failing, {errors} error(s) — exit {int(code)}")
+    raise typer.Exit(int(code))
+
+
+def _payload(report, source: str, code: ExitCode) -> dict:
+    """The ci JSON: each scenario as in ``gradcheck run``'s report, plus its label and environment."""
+    environment = dict(report.environment)
+    return {
+        "schema": "gradcheck-ci/1",
+        "config": source,
+        "fail_on": report.fail_on.label,
+        "scenarios": [r.to_dict() | {"environment": environment} for r in report.scenarios],
+        "exit_code": int(code),
+    }
+
+
+def _json(data: dict) -> str:
+    import json
+
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"

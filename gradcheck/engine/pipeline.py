@@ -1,0 +1,87 @@
+"""Many scenarios: choose where each runs (this process, or a worker process that can be stopped),
+run them in order, and gather their results into one Report.
+
+One scenario's journey (resolve → load → passes → checks) is ``scenario_run``; this layer only decides
+the executor and never lets one scenario's failure stop the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from gradcheck.engine.runner import Progress
+from gradcheck.engine.scenario_run import run_one
+from gradcheck.model.options import RunOptions
+from gradcheck.model.report import Report, ScenarioResult
+
+
+@dataclass(frozen=True)
+class Job:
+    """One scenario to run, with its own options (``gradcheck ci`` entries differ in fault, settings, passes)."""
+
+    spec: str
+    options: RunOptions
+    label: str | None = None  # how the report names the job (ci: the config entry); None: the scenario's name
+
+
+def run(
+    specs: Sequence[str],
+    options: RunOptions,
+    progress: Progress | None = None,
+    on_scenario: Callable[[str, int, int], None] | None = None,
+) -> Report:
+    """Every spec with the same options. ``progress(name, pass, passes)`` after each pass;
+    ``on_scenario(name, done, total)`` after each scenario."""
+    def on_result(result: ScenarioResult, done: int, total: int) -> None:
+        if on_scenario is not None:
+            on_scenario(result.name, done, total)
+
+    return run_jobs([Job(spec, options) for spec in specs], options, progress, on_result)
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    options: RunOptions,
+    progress: Progress | None = None,
+    on_result: Callable[[ScenarioResult, int, int], None] | None = None,
+    fresh_process: bool = False,
+) -> Report:
+    """``options`` gives what the jobs share: device, timeout (a worker process when set) and fail-on.
+    ``on_result(result, done, total)`` after each job. ``fresh_process``: a new worker for every job, so
+    no state carries over from one to the next."""
+    from gradcheck.engine import environment
+
+    device = environment.check_device(options.device) if options.device else environment.default_device()
+    results = []
+    with _executor(options, fresh_process) as executor:
+        for job in jobs:
+            result = executor.run_one(job.spec, job.options, device, progress)
+            results.append(replace(result, label=job.label) if job.label else result)
+            if on_result is not None:
+                on_result(results[-1], len(results), len(jobs))
+    env = environment.describe(device) | executor.versions  # after the runs: the scenarios imported newton
+    return Report(environment=env, scenarios=tuple(results), fail_on=options.fail_on)
+
+
+class _InProcess:
+    """The default executor: scenarios run in this process (fastest; tracebacks and debuggers work)."""
+
+    versions: Mapping[str, str] = {}  # the report's environment already has this process's versions
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def run_one(self, spec, options: RunOptions, device: str, progress: Progress | None = None):
+        return run_one(spec, options, device, progress)
+
+
+def _executor(options: RunOptions, fresh_process: bool):  # _InProcess or Isolated: the same three members
+    if options.timeout is None:
+        return _InProcess()
+    from gradcheck.engine.isolation import Isolated
+
+    return Isolated(options.timeout, fresh_process)

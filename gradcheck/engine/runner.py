@@ -1,0 +1,546 @@
+"""Run a scenario's forward/backward loop repeatedly and record what happened: a Trace.
+
+Each pass, exactly as a user's training loop would:
+restore params → fresh tape → forward() under the tape → backward (scenario's, or
+tape.backward(loss)) → read gradients → after_backward() → collect every gradient buffer the
+tape can reach → the scenario's zero step (default tape.zero()) → zero audit of those buffers.
+
+Params are restored from a snapshot taken after setup, so every pass sees the same inputs and
+any difference between passes is the program's, not the tool's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from collections.abc import Callable, Mapping
+
+from gradcheck.model.errors import ScenarioError
+from gradcheck.model.options import FDMode, FDOptions
+from gradcheck.model.trace import (
+    FDResult,
+    ParamPass,
+    ParamTrace,
+    PassRecord,
+    PointerIssue,
+    ReplayResult,
+    Survivor,
+    Trace,
+)
+from gradcheck.probes.allocations import AllocationLedger
+from gradcheck.probes.finite_diff import run_fd
+from gradcheck.probes.gradients import GradientReader, equality_tolerance
+from gradcheck.probes.naming import ArrayNames, label_launch_arguments, walk
+from gradcheck.probes.reachability import LaunchLabel, launch_arguments, reachable_gradients
+from gradcheck.probes.stats import StatsPlan
+from gradcheck.probes.struct_audit import Observation, StructAuditor
+from gradcheck.probes.warp_compat import (
+    array_class,
+    is_array,
+    is_array_var,
+    is_float_array,
+    is_struct_instance,
+    is_struct_type,
+    load_warp,
+    scalars_per_element,
+    struct_fields,
+    struct_mirror,
+    struct_records,
+    struct_type_class,
+)
+
+Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
+
+
+def run_passes(
+    scenario,
+    *,
+    name: str,
+    device: str,
+    passes: int,
+    fault: str | None = None,
+    options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+    ledger: AllocationLedger | None = None,
+    clip_norm: float | None = None,
+    fd: FDOptions | None = None,
+    replay: bool = False,
+) -> Trace:
+    """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
+    (tests pass a quarantining one); by default one is installed around setup and the passes."""
+    wp = load_warp()
+    options = dict(options or {})
+    tolerance = equality_tolerance(device)
+    own_ledger = ledger is None
+    ledger = ledger or AllocationLedger().install()
+    try:
+        with wp.ScopedDevice(device):
+            _call(name, "setup", scenario.setup, device, fault=fault, **options)
+            params = _params(scenario, name)
+            snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
+            value_norms = _value_norms(snapshots)
+            with _frozen_heap():
+                loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
+                loop.clip_norm = clip_norm
+                for index in range(1, passes + 1):
+                    loop.run_pass(index, passes)
+            params = _params(scenario, name)
+            fd_result = _finite_differences(scenario, name, params, snapshots, loop, fd)
+            replay_result = _replay(scenario, name, device, snapshots, loop, tolerance) if replay else None
+    finally:
+        if own_ledger:
+            ledger.uninstall()
+
+    param_traces = tuple(
+        ParamTrace(
+            name=key,
+            subject=loop.subjects.get(key, key + ".grad"),
+            shape=tuple(arr.shape),
+            dtype=_dtype_name(arr.dtype),
+            passes=tuple(loop.stats[key]),
+            value_norm=value_norms.get(key, float("nan")),
+        )
+        for key, arr in params.items()
+    )
+    return Trace(
+        scenario=name,
+        fault=fault,
+        device=device,
+        options=options,
+        params=param_traces,
+        passes=tuple(loop.records),
+        tolerance=tolerance,
+        zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
+        warp_version=str(getattr(wp, "__version__", "")),
+        clip_norm=clip_norm,
+        fd=fd_result,
+        replay=replay_result,
+    )
+
+
+@contextlib.contextmanager
+def _frozen_heap():
+    """Move everything setup() built into the GC's permanent generation for the passes.
+
+    The model, states and Warp/Newton modules live for the whole run and are never garbage during the
+    passes, yet every full collection would traverse them again: with Newton loaded one costs ~0.2 s,
+    about one pass, and lands every ~20 passes. Unfrozen (and collectable again) afterwards.
+    """
+    freeze = getattr(gc, "freeze", None)
+    if freeze is None or not gc.isenabled():
+        yield
+        return
+    gc.collect()
+    freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+class _PassLoop:
+    """State carried from pass to pass: pass-1 gradients, per-param stats, records."""
+
+    def __init__(self, scenario, name, device, snapshots, reader: GradientReader, ledger, progress):
+        self.scenario, self.name, self.device = scenario, name, device
+        self.snapshots, self.reader, self.ledger, self.progress = snapshots, reader, ledger, progress
+        self.watch_structs: bool | None = None  # decided on pass 1: re-walk for structs on every pass?
+        self.audit_plan = StatsPlan()  # the zero audit's buffers are usually the same every pass
+        self.clip_norm: float | None = None
+        self.clip_plan = StatsPlan()
+        self.stats: dict[str, list[ParamPass]] = {key: [] for key in snapshots}
+        self.subjects: dict[str, str] = {}
+        self.records: list[PassRecord] = []
+
+    def run_pass(self, index: int, passes: int) -> None:
+        import warp as wp
+
+        scenario, name, device = self.scenario, self.name, self.device
+        started = time.perf_counter()
+        _restore(_params(scenario, name), self.snapshots)
+        tape = wp.Tape()
+        with tape:
+            loss = _call(name, "forward", scenario.forward)
+        args = launch_arguments(tape)
+        lazy = _LazyNames(scenario, tape, _params(scenario, name), self.snapshots)
+        # struct mirrors and records are judged before backward: a dangling pointer must never be written
+        observations = self._audit_pointers(args, lazy, index == 1)
+        dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
+        skipped = None
+        if dangling:
+            skipped = f"dangling adjoint pointer at {dangling[0].subject}" + (
+                f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+            )
+        seeds: tuple = ()
+        if not dangling:
+            seeds = _backward(scenario, name, tape, loss)
+        wp.synchronize_device(device)
+        params = _params(scenario, name)
+        unknown = [key for key in params if key not in self.stats]
+        if unknown:
+            raise ScenarioError(
+                f"{name}: params() returned a new key {unknown[0]!r} on pass {index}; return the same names on every call"
+            )
+        measured = self.reader.measure(params)
+        if not self.subjects:
+            self.subjects = {
+                key: lazy().name(arr.grad) or lazy().name(arr, key) + ".grad" for key, arr in params.items()
+            }
+        readout = {}
+        if callable(getattr(scenario, "after_backward", None)):
+            _call(name, "after_backward", scenario.after_backward)
+            readout = self.reader.readout(params)  # what the user's loop reads, e.g. after an optimizer step
+        clipped, clip_total = {}, None
+        if self.clip_norm:  # gradcheck's own clip, after the readout the mutated-gradient check compares
+            clipped, clip_total = self._clip(params)
+        for key, stats in measured.items():
+            self.stats[key].append(self.reader.record(key, stats, readout.get(key), clipped.get(key)))
+        # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
+        reachable = reachable_gradients(tape, params, lazy, args)
+        if callable(getattr(scenario, "zero", None)):
+            _call(name, "zero", scenario.zero, tape)
+        else:
+            tape.zero()
+        wp.synchronize_device(device)
+        # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
+        reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
+        seeded = {seed.grad.ptr for seed in seeds if seed.grad is not None}
+        survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded, seeded=seeded)
+        pointer_issues = tuple(_finish(o) for o in observations)
+        self.records.append(
+            PassRecord(
+                index=index,
+                loss=_scalar(loss),
+                launches=len(tape.launches),
+                audited_buffers=audited,
+                survivors=survivors,
+                seconds=time.perf_counter() - started,
+                pointer_issues=pointer_issues,
+                backward_skipped=skipped,
+                clip_total=clip_total,
+            )
+        )
+        if self.progress is not None:
+            self.progress(name, index, passes)
+
+    def _clip(self, params: dict):
+        """--clip-norm: clip the params' gradients together; (per-param stats after, (total before, after))."""
+        import warnings
+
+        from gradcheck.clip import clip_grad_norm
+
+        with_grad = [a for a in params.values() if getattr(a, "grad", None) is not None]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # non-finite gradients: the nonfinite check reports
+            before = clip_grad_norm(with_grad, self.clip_norm) if with_grad else 0.0
+        after = self.reader.readout(params, self.clip_plan)
+        total_after = math.sqrt(sum(s.sumsq for s in after.values() if s is not None))
+        return after, (before, total_after)
+
+    def _audit_pointers(self, args: dict, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
+        """Stale and dangling pointers in the structs the tape uses and, when they matter, the scenario's."""
+        array_type, struct_class = array_class(), struct_type_class()
+        tape_roots = [
+            v
+            for v in args.values()
+            if (v.dtype.__class__ is struct_class if v.__class__ is array_type else is_struct_instance(v))
+        ]
+        if not tape_roots and not first_pass and not self.watch_structs:
+            return []
+        names = lazy()
+        scenario_roots = [(path, obj, False) for path, obj in names.structs.values()]
+        scenario_roots += [(names.name(a), a, False) for a in names.arrays if _is_struct_array(a)]
+        if first_pass:
+            self.watch_structs = bool(tape_roots) or any(_gradient_relevant(obj) for _, obj, _ in scenario_roots)
+        roots = [(_root_name(v, names, args, lazy), v, True) for v in tape_roots] + scenario_roots
+        return StructAuditor(names, self.ledger).audit(roots)
+
+
+def _finite_differences(scenario, name, params, snapshots, loop, options: FDOptions | None):
+    """FD check against the first pass's gradients (device copies kept by the reader)."""
+    if options is None or options.mode is FDMode.off:
+        return None
+    if any(r.backward_skipped for r in loop.records):
+        return FDResult(mode=options.mode.value, skipped="backward was not launched (see dangling-adjoint)")
+    grads = {key: ref.numpy().astype("float64") for key, ref in loop.reader.references().items() if key in params}
+    return _call(name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options)
+
+
+def _replay(scenario, name, device, snapshots, loop, tolerance):
+    """Write-after-read and reentrancy probe: one fingerprinted forward, two backward passes."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.replay_probe import analyse, fingerprint, make_fingerprint_tape
+
+    if any(r.backward_skipped for r in loop.records):
+        return ReplayResult(skipped="backward was not launched (see dangling-adjoint)")
+    with wp.ScopedDevice(device):
+        params = _params(scenario, name)
+        _restore(params, snapshots)
+        tape = make_fingerprint_tape()
+        with tape:
+            loss = _call(name, "forward (replay probe)", scenario.forward)
+        args = launch_arguments(tape)
+        lazy = _LazyNames(scenario, tape, params, snapshots)
+        reachable = reachable_gradients(tape, params, lazy, args)
+
+        def zero_all():
+            tape.zero()
+            for grad in reachable.grads:
+                grad.zero_()
+
+        def name_of(array):
+            return lazy().name(array) or LaunchLabel(tape.launches, array)()
+
+        def grads():
+            return {k: np.array(a.grad.numpy(), dtype=np.float64) for k, a in params.items() if a.grad is not None}
+
+        arrays = list(tape.arrays.values())
+        zero_all()
+        before = [fingerprint(a) for a in arrays]
+        _backward(scenario, name, tape, loss)
+        first = grads()
+        changed = [a for a, fp in zip(arrays, before) if fingerprint(a) != fp]
+        zero_all()
+        _backward(scenario, name, tape, loss)
+        second = grads()
+        diff, worst = 0.0, None
+        for key, g1 in first.items():
+            g2 = second[key]
+            scale = max(float(np.linalg.norm(g1)), 1e-30)
+            d = float(np.linalg.norm(g2 - g1)) / scale if np.all(np.isfinite(g1)) and np.all(np.isfinite(g2)) else 0.0
+            exact = np.array_equal(g1, g2, equal_nan=True)
+            if not exact and d >= diff:
+                diff, worst = d, key
+        reentrant = worst is not None and diff > tolerance
+        hazards, identical = analyse(tape, name_of)
+        zero_all()
+        _restore(params, snapshots)
+        wp.synchronize_device(device)
+    return ReplayResult(
+        hazards=hazards,
+        identical=identical,
+        reentrant=reentrant,
+        grad_diff=diff,
+        worst_param=loop.subjects.get(worst, f"{worst}.grad") if worst else None,
+        changed_during_backward=tuple(dict.fromkeys(name_of(a) for a in changed)),
+        launches=len(tape.launches),
+    )
+
+
+def _value_norms(snapshots: dict) -> dict[str, float]:
+    """L2 norm of each param's initial values (the loss scale a gradient is compared with)."""
+    from gradcheck.probes.stats import StatsPlan
+
+    keys = [k for k, a in snapshots.items() if is_float_array(a)]
+    rows = StatsPlan().table([snapshots[k] for k in keys]).rows() if keys else []
+    return {k: r.norm for k, r in zip(keys, rows)}
+
+
+def _finish(observation: Observation) -> PointerIssue:
+    """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
+    norm = None
+    owner = observation.owner_array
+    # the owner can be any array the allocator handed the freed memory to (an int32 index array, say)
+    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and is_float_array(owner):
+        from gradcheck.probes.stats import gradient_stats
+
+        norm = gradient_stats([owner])[0].norm
+    return PointerIssue(
+        check=observation.check,
+        kind=observation.kind,
+        subject=observation.subject,
+        mirror=observation.mirror,
+        live=observation.live,
+        in_tape=observation.in_tape,
+        owner=observation.owner,
+        source=observation.source,
+        orphan_norm=norm,
+        detail=observation.detail,
+        container=observation.container,
+    )
+
+
+def _is_struct_array(value) -> bool:
+    return isinstance(value, array_class()) and is_struct_type(value.dtype)
+
+
+def _gradient_relevant(obj) -> bool:
+    """Does a struct instance or array of structs carry any gradient pointer (mirror or live)?"""
+    if _is_struct_array(obj):
+        return any(_record_has_grad(record) for _, record in struct_records(obj))
+    mirror = struct_mirror(obj)
+    for name, value, var in struct_fields(obj):
+        if is_array_var(var):
+            if int(getattr(mirror, name).grad or 0) or (value is not None and value.grad is not None):
+                return True
+        elif is_struct_instance(value) and _gradient_relevant(value):
+            return True
+    return False
+
+
+def _record_has_grad(record: dict) -> bool:
+    for _var, value in record.values():
+        if isinstance(value, dict):
+            if _record_has_grad(value):
+                return True
+        elif getattr(value, "grad", 0):
+            return True
+    return False
+
+
+def _root_name(value, names: ArrayNames, args: dict, lazy) -> str:
+    found = names.structs.get(id(value))
+    if found is not None:
+        return found[0]
+    return names.name(value) or _launch_label_for(value, lazy)
+
+
+def _launch_label_for(value, lazy) -> str:
+    return LaunchLabel(lazy.tape.launches, value)()
+
+
+class _LazyNames:
+    """Walks the scenario for names only when a name is actually needed."""
+
+    def __init__(self, scenario, tape, params, snapshots=None):
+        self._args = (scenario, tape, params, snapshots or {})
+        self.tape = tape
+        self._names: ArrayNames | None = None
+
+    def __call__(self) -> ArrayNames:
+        if self._names is None:
+            scenario, tape, params, snapshots = self._args
+            names = walk(scenario)
+            for key, arr in params.items():
+                if names.name(arr) is None:
+                    names.add(arr, key)
+                    if arr.grad is not None:
+                        names.add(arr.grad, key + ".grad")
+            # gradcheck's own allocations can receive a freed address too: say so rather than "unnamed array"
+            for key, snapshot in snapshots.items():
+                names.add(snapshot, f"gradcheck's saved copy of {key}")
+            label_launch_arguments(tape, names)
+            self._names = names
+        return self._names
+
+
+def _zero_audit(
+    buffers, names: _LazyNames, device: str, plan, skip=None, seeded=frozenset()
+) -> tuple[tuple[Survivor, ...], int]:
+    """Every reachable gradient buffer must be zero now: one stats launch over all of them."""
+    survivors = []
+    table = plan.table(buffers.grads, device=device)
+    for i in table.nonzero_indices():
+        stats = table.row(i)
+        grad = buffers.grads[i]
+        if skip is not None and grad.ptr == skip.ptr:
+            continue
+        buffer = buffers.buffer(i)
+        survivors.append(
+            Survivor(
+                subject=buffer.subject(names()),
+                reached_via=buffer.reached_via,
+                norm=stats.norm,
+                nonzero=stats.nonzero,
+                size=stats.size,
+                aliases=tuple(buffer.aliases),
+                seeded=grad.ptr in seeded,
+            )
+        )
+    return tuple(survivors), len(buffers)
+
+
+def _backward(scenario, name, tape, loss) -> tuple:
+    """Run the scenario's backward (or ``tape.backward(loss)``); returns the arrays it seeded with
+    ``tape.backward(grads=...)``, whose gradients the zero step must clear as well (warp#407)."""
+    if not callable(getattr(scenario, "backward", None)):
+        _check_loss(name, loss)
+        _call(name, "backward", tape.backward, loss)
+        return ()
+    seeds: dict[int, object] = {}
+    original = tape.backward
+
+    def recording(*args, **kwargs):
+        grads = kwargs.get("grads", args[1] if len(args) > 1 else None)
+        for array in grads or {}:
+            seeds[id(array)] = array
+        return original(*args, **kwargs)
+
+    tape.backward = recording  # on this tape instance only, for the duration of the scenario's backward
+    try:
+        _call(name, "backward", scenario.backward, tape, loss)
+    finally:
+        del tape.backward
+    return tuple(seeds.values())
+
+
+def _check_loss(name: str, loss) -> None:
+    """The default backward needs a one-element loss that requires grad: say so before Warp does."""
+    if not is_array(loss):
+        raise ScenarioError(
+            f"{name}: forward() returned {type(loss).__name__}, not a wp.array; return the scalar loss array "
+            "(or define backward(tape, output) to seed the tape yourself)"
+        )
+    if loss.size != 1 or scalars_per_element(loss.dtype) != 1:
+        raise ScenarioError(
+            f"{name}: the loss returned by forward() has shape {tuple(loss.shape)} and dtype {_dtype_name(loss.dtype)}; "
+            "the default backward needs a one-element scalar loss: reduce it in a kernel, "
+            "or define backward(tape, output) and call tape.backward(grads=...)"
+        )
+    if not loss.requires_grad:
+        raise ScenarioError(
+            f"{name}: the loss returned by forward() has requires_grad=False; allocate it with requires_grad=True"
+        )
+
+
+def _params(scenario, name: str) -> dict:
+    params = _call(name, "params", scenario.params)
+    if not isinstance(params, Mapping):
+        raise ScenarioError(
+            f"{name}: params() returned {type(params).__name__}; return a dict {{name: wp.array}} of the "
+            "arrays whose gradients to check"
+        )
+    for key, value in params.items():
+        if not is_array(value):
+            raise ScenarioError(
+                f"{name}: params()[{key!r}] is {type(value).__name__}, not a wp.array; "
+                "return only Warp arrays allocated with requires_grad=True"
+            )
+    return dict(params)
+
+
+def _restore(params: dict, snapshots: dict) -> None:
+    import warp as wp
+
+    for key, arr in params.items():
+        snap = snapshots.get(key)
+        if snap is not None and snap.shape == arr.shape and snap.dtype == arr.dtype:
+            wp.copy(arr, snap)
+
+
+def _call(name: str, phase: str, fn, /, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except ScenarioError:
+        raise
+    except Exception as exc:
+        raise ScenarioError(
+            f"{name}: {phase}() raised {type(exc).__name__}: {exc}; fix the scenario (--debug shows the traceback)"
+        ) from exc
+
+
+def _scalar(loss) -> float | None:
+    if is_array(loss) and loss.size == 1:
+        try:
+            return float(loss.numpy().reshape(-1)[0])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)

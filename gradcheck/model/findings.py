@@ -1,0 +1,68 @@
+"""Finding and Severity: the unit every check produces."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from types import MappingProxyType
+
+
+class Severity(IntEnum):
+    INFO = 10
+    WARNING = 20
+    ERROR = 30
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            names = ", ".join(s.label for s in cls)
+            raise ValueError(f"unknown severity {text!r}; use one of {names}") from None
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: Severity
+    subject: str  # exact path as the user's code spells it: "states[0].joint_q.grad"
+    message: str  # what is wrong, in numbers
+    hint: str  # the fix, in one line
+    evidence: Mapping = field(default_factory=dict)
+    baselined: bool | None = None  # gradcheck ci --baseline: accepted (True) or not (False); None without a baseline
+
+    def __post_init__(self):
+        # frozen all the way down: a report cannot be edited after the checks ran
+        object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
+
+    def __reduce__(self):
+        # a mapping proxy cannot be pickled; findings cross a process boundary under --timeout
+        fields = (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence), self.baselined)
+        return (Finding, fields)
+
+    def to_dict(self) -> dict:
+        return {
+            "check": self.check,
+            "severity": self.severity.label,
+            "subject": self.subject,
+            "message": self.message,
+            "hint": self.hint,
+            "evidence": _plain(self.evidence),
+            "explain": f"gradcheck explain {self.check}",
+        } | ({"baselined": self.baselined} if self.baselined is not None else {})
+
+
+def _plain(value):
+    """Evidence as JSON-ready builtins (mapping proxies, tuples, numpy scalars)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return value.item()
+    return value

@@ -1,0 +1,169 @@
+"""Frozen results: what the formats render and what the exit code is computed from.
+
+A scenario that could not run is a value (status "error"), not an exception, so every other
+scenario is still reported and the JSON stays valid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gradcheck.model.exit_codes import ExitCode, combine
+from gradcheck.model.findings import Finding, Severity
+
+SCHEMA = "gradcheck/1"
+
+
+@dataclass(frozen=True)
+class ParamSummary:
+    name: str
+    subject: str
+    shape: tuple
+    dtype: str
+    norms: tuple[float, ...]  # gradient L2 norm per pass, read right after backward
+    verdict: str  # "ok" or the names of the checks that flagged it
+    clipped_norms: tuple[float | None, ...] = ()  # after --clip-norm, per pass (empty without it)
+
+    @property
+    def ratio(self) -> float:
+        if not self.norms or not self.norms[0] or math.isnan(self.norms[0]):
+            return math.nan
+        return self.norms[-1] / self.norms[0]
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "subject": self.subject,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "norms": [_json_float(n) for n in self.norms],
+            "ratio": _json_float(self.ratio),
+            "verdict": self.verdict,
+        } | ({"clipped_norms": [_json_float(n) for n in self.clipped_norms]} if self.clipped_norms else {})
+
+
+@dataclass(frozen=True)
+class ClipSummary:
+    """``--clip-norm``: the global gradient norm of the params before and after clipping, per pass."""
+
+    max_norm: float
+    total_before: tuple[float, ...]
+    total_after: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        return {"max_norm": self.max_norm, "total_before": list(self.total_before), "total_after": list(self.total_after)}
+
+
+@dataclass(frozen=True)
+class FDSummary:
+    """The finite-difference check in a few numbers (the details are in the fd-mismatch finding's evidence)."""
+
+    mode: str
+    max_direction_error: float | None
+    max_element_error: float | None
+    rollouts: int
+    skipped: str | None  # why no comparison was made
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": self.mode,
+            "max_direction_error": self.max_direction_error,
+            "max_element_error": self.max_element_error,
+            "rollouts": self.rollouts,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    spec: str
+    name: str
+    fault: str | None = None
+    device: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    passes: int = 0
+    params: tuple[ParamSummary, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    error: str | None = None
+    error_code: ExitCode | None = None  # USAGE or SCENARIO_ERROR when error is set
+    traceback: str | None = None  # only filled with --debug
+    seconds: float = 0.0
+    losses: tuple[float | None, ...] = ()
+    notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
+    clip: ClipSummary | None = None  # --clip-norm
+    fd: FDSummary | None = None  # finite differences
+    label: str | None = None  # the job's name when it is not the scenario's (gradcheck ci: the config entry)
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "error"
+        return "findings" if self.findings else "ok"
+
+    def failing(self, fail_on: Severity) -> tuple[Finding, ...]:
+        """Findings at or above ``fail_on`` that no baseline accepted: what makes the exit code 1."""
+        return tuple(f for f in self.findings if f.severity >= fail_on and not f.baselined)
+
+    def exit_code(self, fail_on: Severity) -> ExitCode:
+        if self.error is not None:
+            return self.error_code or ExitCode.SCENARIO_ERROR
+        if self.failing(fail_on):
+            return ExitCode.FINDINGS
+        return ExitCode.OK
+
+    def to_dict(self) -> dict:
+        label = {"label": self.label} if self.label is not None else {}
+        return label | {
+            "name": self.name,
+            "spec": self.spec,
+            "fault": self.fault,
+            "device": self.device,
+            "options": dict(self.options),
+            "status": self.status,
+            "error": self.error,
+            "passes": self.passes,
+            "seconds": round(self.seconds, 3),
+            "losses": [_json_float(x) for x in self.losses],
+            "notes": list(self.notes),
+            "clip": self.clip.to_dict() if self.clip else None,
+            "fd": self.fd.to_dict() if self.fd else None,
+            "params": [p.to_dict() for p in self.params],
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    environment: Mapping[str, str]
+    scenarios: tuple[ScenarioResult, ...]
+    fail_on: Severity = Severity.ERROR
+    error: str | None = None  # a usage error that stopped the run before any scenario
+    error_code: ExitCode | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        codes = [s.exit_code(self.fail_on) for s in self.scenarios]
+        if self.error is not None:
+            codes.append(self.error_code or ExitCode.USAGE)
+        return combine(codes)
+
+    def to_dict(self) -> dict:
+        out = {
+            "schema": SCHEMA,
+            "environment": dict(self.environment),
+            "fail_on": self.fail_on.label,
+            "scenarios": [s.to_dict() for s in self.scenarios],
+            "exit_code": int(self.exit_code),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def _json_float(x):
+    """JSON has no NaN/Infinity: they become null."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    return x

@@ -1,0 +1,167 @@
+"""What the runner observed, pass by pass: the only input the checks see.
+
+Plain frozen data (no Warp objects), so checks are pure functions that tests can feed by hand
+and a report can outlive the arrays it describes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ParamPass:
+    """One parameter's gradient as read right after backward on one pass."""
+
+    has_grad: bool  # False: the array has no .grad buffer (requires_grad=False)
+    norm: float  # L2 norm over the finite values, accumulated in float64
+    max_abs: float  # over the finite values
+    nonzero: int
+    nonfinite: int  # NaN + Inf values
+    equal_to_first: bool  # same as pass 1 (bitwise on CPU, within `Trace.tolerance` on CUDA)
+    diff_norm: float  # ||g_k - g_1||
+    coef: float  # <g_k, g_1> / <g_1, g_1>: k on pass k for linear accumulation; nan if g_1 is 0
+    nan: int = 0
+    inf: int = 0
+    checksum: int = 0  # bit-exact, right after backward
+    readout_norm: float | None = None  # after after_backward(): what the user's loop reads (None: no after_backward)
+    readout_checksum: int | None = None
+    clipped_norm: float | None = None  # after gradcheck's own --clip-norm step
+
+    @property
+    def mutated(self) -> bool:
+        """The gradient read by the user's loop is not the one backward produced."""
+        return self.readout_checksum is not None and self.readout_checksum != self.checksum
+
+
+@dataclass(frozen=True)
+class ParamTrace:
+    name: str  # key in the scenario's params()
+    subject: str  # path of its gradient as the user's code spells it, e.g. "states[0].joint_q.grad"
+    shape: tuple
+    dtype: str
+    passes: tuple[ParamPass, ...]
+    value_norm: float = float("nan")  # L2 norm of the param's values (restored to these every pass)
+
+    @property
+    def norms(self) -> tuple[float, ...]:
+        return tuple(p.norm for p in self.passes)
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A gradient buffer still nonzero after the scenario's zero step."""
+
+    subject: str
+    # "kernel argument", "struct field", "nested struct field", "array of structs", "tape.gradients", "param"
+    reached_via: str
+    norm: float
+    nonzero: int  # scalar values (a vec3 element counts 3)
+    size: int  # scalar values
+    aliases: tuple[str, ...] = ()
+    seeded: bool = False  # the .grad of an array the scenario passed to tape.backward(grads=...)
+
+
+@dataclass(frozen=True)
+class PointerIssue:
+    """A struct mirror or array-of-structs record whose pointer disagrees with the live array.
+
+    Found before backward. ``stale-adjoint`` issues send gradients to the wrong buffer;
+    ``dangling-adjoint`` issues would make backward write into memory no array owns any more.
+    """
+
+    check: str  # "stale-adjoint" | "dangling-adjoint"
+    kind: str  # orphan-grad | replaced-grad | null-grad | stale-data | nested-copy | freed | reused | unknown
+    subject: str  # "model.geo.scale.grad", "parts[0].weight.grad"
+    mirror: int  # pointer held by the mirror / record
+    live: int  # pointer the live array holds (0: none)
+    in_tape: bool  # the struct is an argument of a launch on this pass's tape
+    owner: str | None = None  # array that owns the mirror's memory now (orphan buffer, unrelated array)
+    source: str | None = None  # nested-copy: the instance the copy was taken from
+    orphan_norm: float | None = None  # norm of the buffer backward really writes, read after the zero step
+    detail: str = ""
+    container: str = "struct"  # "struct" (an instance's ctypes mirror) | "array of structs" (raw records)
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    index: int  # 1-based
+    loss: float | None
+    launches: int
+    audited_buffers: int  # gradient buffers the zero audit looked at
+    survivors: tuple[Survivor, ...]
+    seconds: float = 0.0  # wall time of the whole pass, audits included (device synchronised)
+    pointer_issues: tuple[PointerIssue, ...] = ()
+    backward_skipped: str | None = None  # why backward was not launched on this pass
+    clip_total: tuple[float, float] | None = None  # --clip-norm: global norm (before, after)
+
+
+# -- probes run after the passes ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One directional or element-wise comparison."""
+
+    label: str  # "direction 2" or an element path such as "controls[37].joint_f[1]"
+    ad: float
+    fd: float
+    eps: float  # the step that gave the reported estimate
+    rel_error: float
+    abs_error: float
+    noise: float  # float32 rounding of the loss, in derivative units
+
+
+@dataclass(frozen=True)
+class FDResult:
+    mode: str
+    directions: tuple[Probe, ...] = ()
+    elements: tuple[Probe, ...] = ()
+    rollouts: int = 0
+    loss: float = math.nan
+    skipped: str | None = None  # why no comparison was made
+    warn: float = 1e-2  # the bands this run was judged with
+    error: float = 1e-1
+
+    @property
+    def max_direction_error(self) -> float:
+        return max((p.rel_error for p in self.directions), default=0.0)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    array: str  # owner path, e.g. "solver.J" (families like "states[*].body_q" are grouped by the check)
+    reader: str  # kernel that read it
+    writer: str  # later kernel that rewrote it
+    count: int  # occurrences on the tape
+    changed: bool  # the rewrite changed the values the reader saw
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    hazards: tuple[Rewrite, ...] = ()  # changed rewrites
+    identical: tuple[Rewrite, ...] = ()  # rewrites with the same values (harmless)
+    reentrant: bool | None = None
+    grad_diff: float = 0.0  # largest relative difference of a param gradient between the two backward passes
+    worst_param: str | None = None
+    changed_during_backward: tuple[str, ...] = ()
+    launches: int = 0
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    scenario: str
+    fault: str | None
+    device: str
+    options: Mapping = field(default_factory=dict)
+    params: tuple[ParamTrace, ...] = ()
+    passes: tuple[PassRecord, ...] = ()
+    tolerance: float = 0.0  # relative tolerance behind ParamPass.equal_to_first; 0 means bitwise
+    zero_step: str = "tape.zero()"  # how the gradients were cleared between passes
+    clip_norm: float | None = None  # --clip-norm applied after readout, if any
+    fd: FDResult | None = None  # finite differences, after the passes
+    replay: ReplayResult | None = None  # write-after-read and reentrancy probe, after the passes
+    warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply

@@ -1,0 +1,105 @@
+"""Replay hazards: write-after-read on the tape, and backward reentrancy.
+
+Warp's backward re-runs each kernel's forward code from the arrays' *current* contents, in
+reverse order, and writes the kernel's outputs again. An array read by launch i and rewritten by a
+later launch j (scratch memory shared across steps) no longer holds what launch i read when i's
+adjoint runs, so i's gradient uses another step's values. And since backward rewrites forward
+outputs, a second backward on the same tape can differ from the first.
+
+One probe forward runs under a Tape subclass that fingerprints every array argument after each
+launch (a CRC of its bytes), so the value each reader saw and each writer left is known. A
+write-after-read is a finding only when the rewrite changed the values the reader saw (forward
+kinematics recomputing the same body_q is harmless). Then backward runs twice on that tape, with
+every reachable gradient zeroed in between, and the arrays whose forward values backward changed
+are named.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from gradcheck.model.trace import Rewrite
+
+
+def fingerprint(array) -> int:
+    import numpy as np
+
+    values = np.ascontiguousarray(array.numpy())
+    return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
+
+
+def _arrays_of(value, array_type):
+    """Arrays in a launch argument: the array itself, or the array fields of a struct (recursively)."""
+    from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
+
+    if isinstance(value, array_type):
+        if value.ptr:
+            yield value
+    elif is_struct_instance(value):
+        for _name, field_value, _var in struct_fields(value):
+            yield from _arrays_of(field_value, array_type)
+
+
+def make_fingerprint_tape():
+    """A wp.Tape that records, after each launch, the fingerprint of every array argument."""
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import array_class
+
+    array_type = array_class()
+
+    class FingerprintTape(wp.Tape):
+        def __init__(self):
+            super().__init__()
+            self.events: dict[int, list] = {}  # id(array) → [(launch index, "r" | "w", fingerprint)]
+            self.arrays: dict[int, object] = {}
+            self.current: dict[int, int] = {}
+
+        def record_launch(self, kernel, dim, max_blocks, inputs, outputs, device, block_dim=0, metadata=None):
+            super().record_launch(kernel, dim, max_blocks, inputs, outputs, device, block_dim, metadata)
+            index = len(self.launches) - 1
+            for kind, group in (("r", inputs), ("w", outputs)):
+                for value in group:
+                    for array in _arrays_of(value, array_type):
+                        key = id(array)
+                        fp = fingerprint(array)
+                        self.arrays[key] = array
+                        self.events.setdefault(key, []).append((index, kind, fp))
+                        self.current[key] = fp
+
+    return FingerprintTape()
+
+
+@dataclass
+class _Pair:
+    count: int = 0
+    changed: int = 0
+    names: set = field(default_factory=set)
+
+
+def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
+    """Write-after-read instances from the fingerprint events, aggregated per (array, reader, writer)."""
+    from gradcheck.probes.warp_compat import LAUNCH_KERNEL
+
+    pairs: dict[tuple[str, str, str], _Pair] = {}
+    kernels = [entry[LAUNCH_KERNEL].key if entry.__class__ is list else "record_func" for entry in tape.launches]
+    for key, events in tape.events.items():
+        writes = [(i, fp) for i, kind, fp in events if kind == "w"]
+        if not writes:
+            continue
+        for i, kind, seen in events:
+            if kind != "r":
+                continue
+            later = next(((j, fp) for j, fp in writes if j > i), None)
+            if later is None:
+                continue
+            j, written = later
+            pair = pairs.setdefault((name_of(tape.arrays[key]), kernels[i], kernels[j]), _Pair())
+            pair.count += 1
+            pair.changed += written != seen
+    hazards, identical = [], []
+    for (array, reader, writer), pair in pairs.items():
+        rewrite = Rewrite(array, reader, writer, pair.count, pair.changed > 0)
+        (hazards if pair.changed else identical).append(rewrite)
+    return tuple(hazards), tuple(identical)

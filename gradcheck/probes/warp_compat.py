@@ -1,0 +1,207 @@
+"""Every touch of Warp internals in one place.
+
+gradcheck reads things Warp does not document as public API: tape launch entries, kernel
+argument labels, struct mirrors, array descriptors. Their layout has moved between releases
+(1.19 moved internals to ``warp._src``), so the rest of the package asks this module instead of
+reaching into Warp directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def load_warp():
+    """Import and initialise Warp with its module-load chatter off stdout."""
+    import warp as wp
+
+    if hasattr(wp, "LOG_WARNING") and hasattr(wp.config, "log_level"):
+        wp.config.log_level = wp.LOG_WARNING
+    if hasattr(wp.config, "quiet"):
+        wp.config.quiet = True
+    wp.init()
+    return wp
+
+
+def deterministic_atomics() -> bool:
+    """Whether Warp was configured for run-to-run deterministic atomics (1.15+), so CUDA backward is bitwise stable."""
+    import warp as wp
+
+    mode = getattr(wp.config, "deterministic", None)
+    if isinstance(mode, bool):
+        return mode
+    name = str(getattr(mode, "name", mode) or "").lower()
+    return name in ("run_to_run", "gpu_to_gpu")
+
+
+def array_class():
+    """``wp.array``: the class every Warp array (and view) is an instance of."""
+    import warp as wp
+
+    return wp.array
+
+
+def struct_type_class():
+    """The class of ``wp.struct`` types (the dtype of an array of structs)."""
+    import warp as wp
+
+    @wp.struct
+    class _Probe:
+        x: float
+
+    return type(_Probe)
+
+
+def is_array(value) -> bool:
+    import warp as wp
+
+    return wp.types.is_array(value)
+
+
+def scalars_per_element(dtype) -> int:
+    """1 for float, 3 for vec3, 9 for mat33 (``type_size`` from 1.8; ``type_length`` before)."""
+    import warp as wp
+
+    count = getattr(wp.types, "type_size", None) or wp.types.type_length
+    return int(count(dtype))
+
+
+def bytes_per_scalar(scalar) -> int:
+    import warp as wp
+
+    return int(wp.types.type_size_in_bytes(scalar))
+
+
+def make_kernel(func, name: str):
+    """``func`` as a forward-only Warp kernel with its own module, keyed ``name``.
+
+    The per-scalar-type statistics kernels are built from one Python function, so each needs a distinct
+    key: ``wp.kernel(name=...)`` from 1.10; before it the key is the function's qualified name, and before
+    1.6 there is no ``module="unique"`` (the kernel then joins gradcheck.probes.kernels' module)."""
+    import inspect
+
+    import warp as wp
+
+    accepted = inspect.signature(wp.kernel).parameters
+    if "name" in accepted:
+        return wp.kernel(func, name=name, enable_backward=False, module="unique")
+    func.__name__ = func.__qualname__ = name
+    if "module" in accepted:
+        return wp.kernel(func, enable_backward=False, module="unique")
+    return wp.kernel(func, enable_backward=False)
+
+
+def is_float_array(array) -> bool:
+    """float16/32/64 scalars, vectors or matrices: the arrays gradients and statistics apply to."""
+    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")
+
+
+def scalar_type(dtype):
+    """float32 for float32, vec3f, mat33f …"""
+    return getattr(dtype, "_wp_scalar_type_", dtype)
+
+
+def is_struct_instance(value) -> bool:
+    return hasattr(value, "_cls") and hasattr(value, "_ctype") and not isinstance(value, type)
+
+
+def is_struct_type(dtype) -> bool:
+    """True for the dtype of an array of structs (a ``wp.struct`` class)."""
+    return type(dtype).__name__ == "Struct" and hasattr(dtype, "vars") and hasattr(dtype, "ctype")
+
+
+def is_array_var(var) -> bool:
+    """Struct field annotated as an array (``wp.array(dtype=float)`` or ``wp.array[float]``)."""
+    import warp as wp
+
+    matches = getattr(wp.types, "matches_array_class", None)
+    if matches is None:  # before 1.8: annotations are array instances (wp.array(dtype=float)); no wp.array[float]
+        return isinstance(var.type, wp.array)
+    return matches(var.type, wp.array)
+
+
+def struct_fields(instance):
+    """(name, value, var) for each field of a struct instance."""
+    cls = instance._cls
+    for name, var in cls.vars.items():
+        yield name, getattr(instance, name), var
+
+
+# A kernel entry of ``tape.launches`` is a list ``[kernel, dim, max_blocks, inputs, outputs, device, block_dim,
+# metadata]`` on every release from 1.5.1 to 1.19 (``dim`` an int before 1.19, a tuple since); entries added with
+# ``tape.record_func`` are callables. Indexes, not unpacking: the hot loops read only these three.
+LAUNCH_KERNEL, LAUNCH_INPUTS, LAUNCH_OUTPUTS = 0, 3, 4
+
+
+def struct_mirror(instance):
+    """The ctypes structure a struct instance passes to kernels (same layout on 1.5.1 to 1.19)."""
+    return instance._ctype
+
+
+def argument_label(kernel, position: int) -> str:
+    """``kernel.argument`` label of a launch argument (position over inputs then outputs)."""
+    args = getattr(getattr(kernel, "adj", None), "args", ())
+    arg = args[position].label if position < len(args) else f"arg{position}"
+    return f"{getattr(kernel, 'key', kernel)}.{arg}"
+
+
+def allocator_methods(allocator) -> tuple[str, str] | tuple[()]:
+    """Names of a device allocator's allocate and free methods: ``allocate``/``deallocate`` from 1.10,
+    ``alloc``/``free`` before (arrays free through ``allocator.deleter``, which looks ``self.free`` up
+    on every call, so wrapping the instance attribute sees every free)."""
+    for names in (("allocate", "deallocate"), ("alloc", "free")):
+        if all(callable(getattr(allocator, n, None)) for n in names):
+            return names
+    return ()
+
+
+def tape_gradient_keys(tape):
+    """Arrays and structs the tape knows gradients for (kernel args after backward, record_func arrays)."""
+    return list(getattr(tape, "gradients", {}).keys())
+
+
+@dataclass(frozen=True)
+class ArrayDescriptor:
+    """A raw array descriptor (as stored in a struct record): where data and grad live."""
+
+    data: int
+    grad: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def struct_records(array):
+    """Decode each record of an array of structs into {field: value} with array fields as descriptors.
+
+    Nested struct fields decode recursively. The bytes are copied to the host once.
+    """
+    import ctypes
+
+    import numpy as np
+
+    dtype = array.dtype
+    raw = np.ascontiguousarray(array.numpy()).tobytes()
+    size = ctypes.sizeof(dtype.ctype)
+    for i in range(array.size):
+        record = dtype.ctype.from_buffer_copy(raw, i * size)
+        yield i, _decode(dtype, record)
+
+
+def _decode(struct_type, record) -> dict:
+    out = {}
+    for name, var in struct_type.vars.items():
+        value = getattr(record, name)
+        if is_array_var(var):
+            ndim = int(value.ndim)
+            out[name] = (
+                var,
+                ArrayDescriptor(
+                    data=int(value.data or 0),
+                    grad=int(value.grad or 0),
+                    shape=tuple(int(s) for s in value.shape[:ndim]),
+                    strides=tuple(int(s) for s in value.strides[:ndim]),
+                ),
+            )
+        elif is_struct_type(var.type):
+            out[name] = (var, _decode(var.type, value))
+    return out

@@ -1,0 +1,86 @@
+"""ScenarioRef → a scenario instance: import the module or file, take the attribute, instantiate it.
+
+Import failures become one line naming the spec (and, for a file, the line that raised); what makes
+the object a scenario is ``contract``'s business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+
+from gradcheck.model.errors import ScenarioError, UsageError
+from gradcheck.scenario.contract import instantiate
+from gradcheck.scenario.resolve import ScenarioRef
+
+
+def load(ref: ScenarioRef):
+    module = _import(ref)
+    if not hasattr(module, ref.attr):
+        where = ref.target if ref.kind != "file" else ref.spec.rpartition(":")[0] or ref.spec
+        raise ScenarioError(
+            f"{where} defines no {ref.attr!r}; add `scenario = MyScenario` to the module "
+            f"or name the class explicitly as {where}:MyScenario"
+        )
+    return instantiate(getattr(module, ref.attr), where=f"{ref.spec}")
+
+
+def scenario_name(scenario, ref: ScenarioRef) -> str:
+    return str(getattr(scenario, "name", None) or ref.label)
+
+
+def _import(ref: ScenarioRef):
+    if ref.kind == "file":
+        return _import_file(ref)
+    try:
+        return importlib.import_module(ref.target)
+    except ModuleNotFoundError as exc:
+        if ref.kind == "module" and exc.name and ref.target.startswith(exc.name):
+            raise UsageError(
+                f"cannot import {ref.target!r} for scenario {ref.spec!r}: no module named {exc.name!r}; "
+                "check the spelling or install the package"
+            ) from exc
+        raise ScenarioError(f"importing scenario {ref.spec!r} failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise ScenarioError(f"importing scenario {ref.spec!r} failed: {_describe(exc)}") from exc
+
+
+def _import_file(ref: ScenarioRef):
+    path = ref.target
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() else "_" for c in path.rsplit("/", 1)[-1].removesuffix(".py"))
+    module_name = f"gradcheck_user_{stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load {path!r} as a Python module; give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # warp.kernel and dataclasses look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ScenarioError(f"importing scenario file {ref.spec!r} failed: {_describe(exc, path)}") from exc
+    return module
+
+
+def _describe(exc: BaseException, path: str | None = None) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno}); fix the file"
+    return f"{type(exc).__name__}{_line_in(exc, path)}: {exc}; run with --debug for the traceback"
+
+
+def _line_in(exc: BaseException, path: str | None) -> str:
+    """' at line N' of the scenario file where the exception was raised (the innermost such frame),
+    so the user sees which import or statement failed without --debug."""
+    if path is None:
+        return ""
+    import traceback
+
+    target = os.path.realpath(path)
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if os.path.realpath(f.filename) == target]
+    return f" at line {lines[-1]}" if lines else ""
