@@ -120,16 +120,15 @@ def struct_audit_cost(device: str, repeat: int = 3) -> dict:
 
     from gradcheck.probes.allocations import AllocationLedger
     from gradcheck.probes.naming import walk
-    from gradcheck.probes.reachability import launch_arguments
     from gradcheck.probes.struct_audit import StructAuditor
-    from gradcheck.probes.warp_compat import is_struct_instance
+    from gradcheck.probes.warp_compat import is_struct_instance, unique_launch_arguments
 
     with AllocationLedger() as ledger:
         tree = StructTree(cells=10_000 // FIELDS, launches=10_000, device=device)
         times = []
         for _ in range(repeat):
             started = time.perf_counter()
-            args = launch_arguments(tree.tape)
+            args = unique_launch_arguments(tree.tape)
             names = walk(tree)
             roots = [(names.structs.get(id(v), ("?", v))[0], v, True) for v in args.values() if is_struct_instance(v)]
             roots += [(path, obj, False) for path, obj in names.structs.values()]

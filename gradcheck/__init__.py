@@ -1,14 +1,16 @@
 """gradcheck: gradient diagnostics for NVIDIA Warp and Newton programs.
 
-The public surface is deliberately thin; the pipeline lives in private-by-convention modules:
-resolve (spec → scenario ref) → runner (passes → Trace) → checks (Trace → Findings)
-→ report (frozen results) → formats (Report → text) → exit code.
+The public surface is deliberately thin: ``gradcheck.check`` (and ``gradcheck.testing``,
+``gradcheck.clip``), the result types and the errors a bad option raises. The pipeline lives in
+subpackages named for their role: ``cli`` → ``engine`` (runs scenarios) → ``scenario`` (finds and loads
+them), ``probes`` (everything that touches Warp at run time) and ``checks`` (Trace → Findings) →
+``model`` (frozen results, options, errors) → ``formats`` (Report → text).
 """
 
-__version__ = "0.1.0"
-
+from gradcheck.model.errors import GradcheckError, ScenarioError, UsageError
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Finding, Severity
+from gradcheck.version import __version__
 
 
 def check(scenario, **options):
@@ -18,4 +20,13 @@ def check(scenario, **options):
     return _check(scenario, **options)
 
 
-__all__ = ["ExitCode", "Finding", "Severity", "__version__", "check"]
+__all__ = [
+    "ExitCode",
+    "Finding",
+    "GradcheckError",
+    "ScenarioError",
+    "Severity",
+    "UsageError",
+    "__version__",
+    "check",
+]

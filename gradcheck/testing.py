@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gradcheck.model.findings import Severity
+from gradcheck.model.options import severity
 
 
 def assert_gradients_healthy(scenario, checks: Iterable[str] | None = None, fail_on: str = "warning", **options):
@@ -21,13 +21,22 @@ def assert_gradients_healthy(scenario, checks: Iterable[str] | None = None, fail
     above ``fail_on`` (restricted to ``checks`` when given), or if the scenario failed to run.
     Returns the Report otherwise."""
     from gradcheck.api import check
+    from gradcheck.checks import BY_NAME
+    from gradcheck.model.errors import UsageError
 
+    if checks is not None and not isinstance(checks, str):
+        checks = tuple(checks)
+    if isinstance(checks, str) or (checks is not None and not all(isinstance(c, str) for c in checks)):
+        raise UsageError(f"checks must be a list of check names such as ['accumulation'], got {checks!r}")
+    unknown = sorted(set(checks or ()) - set(BY_NAME))
+    if unknown:
+        raise UsageError(f"unknown check(s) {', '.join(map(repr, unknown))}; checks: {', '.join(BY_NAME)}")
+    threshold = severity(fail_on, "fail_on")
     report = check(scenario, **options)
     (result,) = report.scenarios
     if result.error:
         raise AssertionError(f"gradcheck could not run {result.name}: {result.error}")
     wanted = set(checks) if checks is not None else None
-    threshold = Severity.parse(fail_on)
     bad = [f for f in result.findings if f.severity >= threshold and (wanted is None or f.check in wanted)]
     if bad:
         lines = [f"{len(bad)} gradient finding(s) in {result.name}:"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import by_check, cli_json, run_scenario
 
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Severity
 
 
+@pytest.mark.slow
 def test_per_step_scratch_20_passes_is_clean_through_the_cli():
     proc, data = cli_json("run", "cartpole", "--set", "scratch=per-step", "--passes", "20", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr

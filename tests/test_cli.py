@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import SCENARIOS, cli, cli_json
 
 from gradcheck import __version__
@@ -48,6 +49,7 @@ def test_list_table():
     assert "cartpole" in proc.stdout and "--fault no-zero" in proc.stdout
 
 
+@pytest.mark.slow
 def test_json_stdout_is_clean_from_a_cold_kernel_cache(tmp_path):
     """Warp prints 'Module ... load' lines when it compiles; none may reach stdout."""
     env = {"WARP_CACHE_PATH": str(tmp_path / "cold-cache")}
@@ -89,10 +91,16 @@ def test_fail_on_decides_whether_warnings_fail():
 
 
 def test_fail_on_reaches_the_report():
-    args = ["run", str(SCENARIOS / "struct_array.py"), "--device", "cpu", "--format", "json", "--fail-on", "warning"]
-    proc = cli(*args)
-    assert proc.returncode == ExitCode.OK
-    assert json.loads(proc.stdout)["fail_on"] == "warning"
+    """A scenario whose only finding is a warning: exit 0 by default, 1 with --fail-on warning."""
+    args = ["run", "spring-chain", "--fault", "unit-mismatch", "--passes", "2", "--device", "cpu", "--format", "json"]
+    default = cli(*args)
+    assert default.returncode == ExitCode.OK, default.stderr
+    severities = {(f["check"], f["severity"]) for f in json.loads(default.stdout)["scenarios"][0]["findings"]}
+    assert severities == {("vanishing", "warning")}
+    strict = cli(*args, "--fail-on", "warning")
+    assert strict.returncode == ExitCode.FINDINGS
+    data = json.loads(strict.stdout)
+    assert data["fail_on"] == "warning" and data["exit_code"] == ExitCode.FINDINGS
 
 
 def test_unwritable_output_is_a_usage_error(tmp_path):

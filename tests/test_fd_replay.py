@@ -16,6 +16,7 @@ from gradcheck.model.options import FDOptions
 SCRATCH = {"solver.J", "solver.P", "solver.H", "solver.L"}
 
 
+@pytest.mark.slow
 def test_stock_cartpole_long_horizon_is_caught_by_all_three():
     result, report = run_scenario("cartpole", passes=1, steps="600")
     (fd,) = by_check(result.findings, "fd-mismatch")
@@ -34,10 +35,11 @@ def test_stock_cartpole_long_horizon_is_caught_by_all_three():
     assert report.exit_code == ExitCode.FINDINGS
 
 
+@pytest.mark.slow
 def test_per_step_scratch_long_horizon_is_clean():
     result, report = run_scenario("cartpole", passes=1, steps="600", scratch="per-step")
     assert result.findings == (), [(f.check, f.message) for f in result.findings]
-    assert result.fd["max_direction_error"] < 1e-2
+    assert result.fd.max_direction_error < 1e-2
     assert report.exit_code == ExitCode.OK
 
 
@@ -61,14 +63,14 @@ def test_element_mode_on_a_correct_adjoint_is_silent():
         [str(SCENARIOS / "custom_adjoint.py")], RunOptions(device="cpu", passes=1, fd=FDOptions(mode="elements"))
     )
     (result,) = report.scenarios
-    assert result.fd["max_element_error"] is not None and result.fd["max_element_error"] < 1e-2
+    assert result.fd.max_element_error is not None and result.fd.max_element_error < 1e-2
     assert result.findings == ()
 
 
 def test_float32_inputs_near_1e3_give_no_false_mismatch():
     result, _ = run_scenario(str(SCENARIOS / "large_inputs.py"), passes=1)
     assert result.findings == ()
-    assert result.fd["max_direction_error"] < 1e-3
+    assert result.fd.max_direction_error < 1e-3
 
 
 def test_params_are_restored_after_every_perturbation():
@@ -82,6 +84,7 @@ def test_params_are_restored_after_every_perturbation():
     np.testing.assert_array_equal(scenario.anchor.numpy(), fresh.anchor.numpy())
 
 
+@pytest.mark.slow
 def test_sweep_shows_the_bias_growing_with_the_horizon(tmp_path):
     stock = cli("sweep", "cartpole", "--set", "steps=10,600", "--format", "json", "--device", "cpu")
     assert stock.returncode == 0, stock.stderr
@@ -143,5 +146,5 @@ def test_fd_is_skipped_with_a_reason_when_forward_returns_a_vector():
     gradient of sum(y) with the derivative of y[0]."""
     result, _ = run_scenario(str(SCENARIOS / "vector_output.py"), passes=2)
     assert result.error is None and result.findings == (), [f.message for f in result.findings]
-    assert result.fd["skipped"].startswith("forward() returned 3 values, not a scalar loss")
+    assert result.fd.skipped.startswith("forward() returned 3 values, not a scalar loss")
     assert [p.norms[0] for p in result.params] == [pytest.approx((3**2 + 12**2 + 27**2) ** 0.5)]

@@ -52,6 +52,7 @@ def test_short_double_pendulum_is_silent():
     assert not [f for f in result.findings if f.check in NEW_CHECKS]
 
 
+@pytest.mark.slow
 def test_long_horizon_chaos_explodes():
     report = run(
         ["double-pendulum"],

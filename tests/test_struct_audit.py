@@ -158,11 +158,10 @@ def test_memory_reused_by_an_integer_array_is_reported_without_a_norm():
     """Freed gradient memory can be handed to any array (seen in CI: an int32 index array)."""
     import warp as wp
 
-    from gradcheck.engine.runner import _finish
-    from gradcheck.probes.struct_audit import Observation
+    from gradcheck.probes.struct_audit import Observation, pointer_issue
 
     owner = wp.zeros(4, dtype=wp.int32, device="cpu")
-    issue = _finish(
+    issue = pointer_issue(
         Observation("dangling-adjoint", "reused", "parts[0].mass.grad", owner.ptr, 0, True, "idx", owner_array=owner)
     )
     assert (issue.check, issue.kind, issue.owner, issue.orphan_norm) == ("dangling-adjoint", "reused", "idx", None)

@@ -159,12 +159,13 @@ def test_selftest_matrix_holds_on_this_version():
     """Every fault caught by its check, every clean variant silent (Newton cases skipped where it cannot run)."""
     if HAS_NEWTON:
         pytest.skip("on the latest Warp, tests/test_selftest_and_new.py runs the full selftest through the CLI")
-    from gradcheck.engine.selftest import run_selftest
+    from gradcheck.engine.selftest import NEWTON, cases, run_selftest
 
     outcomes = run_selftest("cpu", passes=2)
     bad = [(o.case.label, sorted(o.fired), o.error) for o in outcomes if not o.ok]
     assert not bad, bad
-    assert sum(1 for o in outcomes if o.skipped) == 5  # the cartpole cases
+    newton_cases = [c.label for c in cases(WARP) if c.scenario in NEWTON]
+    assert newton_cases and [o.case.label for o in outcomes if o.skipped] == newton_cases
 
 
 def test_known_bug_versions_compare_numerically():

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck import __version__
 from gradcheck.cli import ci, explain, list_scenarios, new, run, selftest, sweep
+from gradcheck.version import __version__
 
 app = typer.Typer(
     name="gradcheck",

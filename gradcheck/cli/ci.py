@@ -29,7 +29,7 @@ def ci(
     passes: int = typer.Option(None, "--passes", help="override [tool.gradcheck] passes"),
     fail_on: FailOn = typer.Option(None, "--fail-on", help="override [tool.gradcheck] fail-on"),
 ) -> None:
-    """Run the configured scenarios ([tool.gradcheck] in pyproject.toml), each isolated, for CI."""
+    """Run the configured scenarios (\\[tool.gradcheck] in pyproject.toml), each isolated, for CI."""
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine import ci as ci_run
     from gradcheck.model.baseline import Baseline
@@ -40,7 +40,7 @@ def ci(
         entries = ci_run.shard(config.entries, shard_spec)
         options = RunOptions(
             device=device,
-            passes=passes or config.passes,
+            passes=config.passes if passes is None else passes,
             fail_on=fail_on or config.fail_on,
             timeout=timeout,
         )

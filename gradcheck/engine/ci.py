@@ -132,7 +132,10 @@ def run_entries(
     for i, entry in enumerate(entries):
         try:
             entry_options = replace(
-                options, fault=entry.fault, settings=entry.settings, passes=entry.passes or options.passes
+                options,
+                fault=entry.fault,
+                settings=entry.settings,
+                passes=options.passes if entry.passes is None else entry.passes,
             )
         except UsageError as exc:
             raise UsageError(f"{source}: scenarios[{i}] ({entry.label}): {exc}") from None

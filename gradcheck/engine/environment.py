@@ -7,7 +7,7 @@ import sys
 
 
 def describe(device: str | None) -> dict:
-    from gradcheck import __version__
+    from gradcheck.version import __version__
 
     env = {
         "gradcheck": __version__,

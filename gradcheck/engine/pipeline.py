@@ -33,6 +33,7 @@ def run(
 ) -> Report:
     """Every spec with the same options. ``progress(name, pass, passes)`` after each pass;
     ``on_scenario(name, done, total)`` after each scenario."""
+
     def on_result(result: ScenarioResult, done: int, total: int) -> None:
         if on_scenario is not None:
             on_scenario(result.name, done, total)

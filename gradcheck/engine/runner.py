@@ -24,7 +24,6 @@ from gradcheck.model.trace import (
     ParamPass,
     ParamTrace,
     PassRecord,
-    PointerIssue,
     ReplayResult,
     Survivor,
     Trace,
@@ -33,9 +32,9 @@ from gradcheck.probes.allocations import AllocationLedger
 from gradcheck.probes.finite_diff import run_fd
 from gradcheck.probes.gradients import GradientReader, equality_tolerance
 from gradcheck.probes.naming import ArrayNames, label_launch_arguments, walk
-from gradcheck.probes.reachability import LaunchLabel, launch_arguments, reachable_gradients
+from gradcheck.probes.reachability import LaunchLabel, reachable_gradients
 from gradcheck.probes.stats import StatsPlan
-from gradcheck.probes.struct_audit import Observation, StructAuditor
+from gradcheck.probes.struct_audit import Observation, StructAuditor, pointer_issue
 from gradcheck.probes.warp_compat import (
     array_class,
     is_array,
@@ -49,6 +48,8 @@ from gradcheck.probes.warp_compat import (
     struct_mirror,
     struct_records,
     struct_type_class,
+    tape_launches,
+    unique_launch_arguments,
 )
 
 Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
@@ -163,7 +164,7 @@ class _PassLoop:
         tape = wp.Tape()
         with tape:
             loss = _call(name, "forward", scenario.forward)
-        args = launch_arguments(tape)
+        args = unique_launch_arguments(tape)
         lazy = _LazyNames(scenario, tape, _params(scenario, name), self.snapshots)
         # struct mirrors and records are judged before backward: a dangling pointer must never be written
         observations = self._audit_pointers(args, lazy, index == 1)
@@ -208,7 +209,7 @@ class _PassLoop:
         reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
         seeded = {seed.grad.ptr for seed in seeds if seed.grad is not None}
         survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded, seeded=seeded)
-        pointer_issues = tuple(_finish(o) for o in observations)
+        pointer_issues = tuple(pointer_issue(o) for o in observations)
         self.records.append(
             PassRecord(
                 index=index,
@@ -283,7 +284,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
         tape = make_fingerprint_tape()
         with tape:
             loss = _call(name, "forward (replay probe)", scenario.forward)
-        args = launch_arguments(tape)
+        args = unique_launch_arguments(tape)
         lazy = _LazyNames(scenario, tape, params, snapshots)
         reachable = reachable_gradients(tape, params, lazy, args)
 
@@ -293,7 +294,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
                 grad.zero_()
 
         def name_of(array):
-            return lazy().name(array) or LaunchLabel(tape.launches, array)()
+            return lazy().name(array) or LaunchLabel(tape_launches(tape), array)()
 
         def grads():
             return {k: np.array(a.grad.numpy(), dtype=np.float64) for k, a in params.items() if a.grad is not None}
@@ -340,30 +341,6 @@ def _value_norms(snapshots: dict) -> dict[str, float]:
     return {k: r.norm for k, r in zip(keys, rows)}
 
 
-def _finish(observation: Observation) -> PointerIssue:
-    """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
-    norm = None
-    owner = observation.owner_array
-    # the owner can be any array the allocator handed the freed memory to (an int32 index array, say)
-    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and is_float_array(owner):
-        from gradcheck.probes.stats import gradient_stats
-
-        norm = gradient_stats([owner])[0].norm
-    return PointerIssue(
-        check=observation.check,
-        kind=observation.kind,
-        subject=observation.subject,
-        mirror=observation.mirror,
-        live=observation.live,
-        in_tape=observation.in_tape,
-        owner=observation.owner,
-        source=observation.source,
-        orphan_norm=norm,
-        detail=observation.detail,
-        container=observation.container,
-    )
-
-
 def _is_struct_array(value) -> bool:
     return isinstance(value, array_class()) and is_struct_type(value.dtype)
 
@@ -400,7 +377,7 @@ def _root_name(value, names: ArrayNames, args: dict, lazy) -> str:
 
 
 def _launch_label_for(value, lazy) -> str:
-    return LaunchLabel(lazy.tape.launches, value)()
+    return LaunchLabel(tape_launches(lazy.tape), value)()
 
 
 class _LazyNames:

@@ -69,10 +69,10 @@ def _scenario(console, result) -> None:
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")
     if result.clip:
-        before, after = result.clip["total_before"], result.clip["total_after"]
+        before, after = result.clip.total_before, result.clip.total_after
         if before:
             console.print(
-                f"--clip-norm {result.clip['max_norm']:g}: global gradient norm {_num(before[-1])} → "
+                f"--clip-norm {result.clip.max_norm:g}: global gradient norm {_num(before[-1])} → "
                 f"{_num(after[-1])} on the last pass"
             )
 

@@ -26,7 +26,9 @@ class Baseline:
         """Every finding that fails ``report`` now (at or above its fail-on level)."""
         return cls(
             frozenset(
-                (_label(result), f.check, f.subject) for result in report.scenarios for f in result.failing(report.fail_on)
+                (_label(result), f.check, f.subject)
+                for result in report.scenarios
+                for f in result.failing(report.fail_on)
             )
         )
 

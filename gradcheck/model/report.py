@@ -53,7 +53,11 @@ class ClipSummary:
     total_after: tuple[float, ...]
 
     def to_dict(self) -> dict:
-        return {"max_norm": self.max_norm, "total_before": list(self.total_before), "total_after": list(self.total_after)}
+        return {
+            "max_norm": self.max_norm,
+            "total_before": list(self.total_before),
+            "total_after": list(self.total_after),
+        }
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from gradcheck.probes.warp_compat import allocator_methods
+from gradcheck.probes.warp_compat import device_allocators, wrap_allocator
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,6 @@ class Block:
     ptr: int
     size: int
     seq: int  # allocation order while the ledger was installed (0: freed, order unknown)
-
-    def contains(self, ptr: int) -> bool:
-        return self.ptr <= ptr < self.ptr + max(self.size, 1)
 
 
 class AllocationLedger:
@@ -42,9 +39,8 @@ class AllocationLedger:
         self._size: dict[int, int] = {}  # live ptr → size
         self._seq_of: dict[int, int] = {}  # live ptr → allocation sequence number
         self._freed: dict[int, int] = {}  # freed ptr → size (most recent free at that address)
-        self._device: dict[int, str] = {}  # allocator id → device name
         self._seq = 0
-        self._patched: list[tuple[object, dict]] = []
+        self._restore: list[tuple[object, object]] = []  # (allocator, function that unwraps it)
         self._sorted: list[int] | None = None
         self.active = False
 
@@ -53,23 +49,20 @@ class AllocationLedger:
         import warp as wp
 
         for device in wp.get_devices():
-            for allocator in _allocators(device):
-                if any(a is allocator for a, _ in self._patched) or getattr(allocator, "_gradcheck_ledger", None):
+            for allocator in device_allocators(device):
+                if any(a is allocator for a, _ in self._restore):
                     continue
-                names = allocator_methods(allocator)
-                saved = {k: allocator.__dict__[k] for k in names if k in allocator.__dict__}
-                self._wrap(allocator, *names)
-                self._patched.append((allocator, saved))
+                restore = wrap_allocator(allocator, self._tracked, marker=self)
+                if restore is not None:
+                    self._restore.append((allocator, restore))
         self.active = True
         return self
 
     def uninstall(self) -> None:
         """Restore the allocators. Arrays allocated meanwhile keep calling the wrapper, which then only frees."""
-        for allocator, saved in self._patched:
-            for key in (*allocator_methods(allocator), "_gradcheck_ledger"):
-                allocator.__dict__.pop(key, None)
-            allocator.__dict__.update(saved)
-        self._patched.clear()
+        for _allocator, restore in self._restore:
+            restore()
+        self._restore.clear()
         self.active = False
         held, self._held = self._held, []
         for deallocate, ptr, size in held:
@@ -81,8 +74,8 @@ class AllocationLedger:
     def __exit__(self, *exc) -> None:
         self.uninstall()
 
-    def _wrap(self, allocator, allocate_name: str, deallocate_name: str) -> None:
-        allocate, deallocate = getattr(allocator, allocate_name), getattr(allocator, deallocate_name)
+    def _tracked(self, allocate, deallocate):
+        """The recording versions of one allocator's allocate and deallocate."""
         ledger, sizes, seqs, freed = self, self._size, self._seq_of, self._freed
 
         def tracked_allocate(size_in_bytes):
@@ -106,19 +99,9 @@ class AllocationLedger:
                     return None
             return deallocate(ptr, size_in_bytes)
 
-        setattr(allocator, allocate_name, tracked_allocate)
-        setattr(allocator, deallocate_name, tracked_deallocate)
-        allocator._gradcheck_ledger = self
+        return tracked_allocate, tracked_deallocate
 
     # -- queries ------------------------------------------------------------------------------
-    @property
-    def live(self) -> dict[int, Block]:
-        return {ptr: Block(ptr, size, self._seq_of.get(ptr, 0)) for ptr, size in self._size.items()}
-
-    @property
-    def freed(self) -> dict[int, Block]:
-        return {ptr: Block(ptr, size, 0) for ptr, size in self._freed.items()}
-
     def block_at(self, ptr: int) -> Block | None:
         """The live block containing ``ptr`` (allocated while the ledger watched), or None."""
         if not ptr:
@@ -145,12 +128,3 @@ class AllocationLedger:
             if start <= ptr < start + max(size, 1):
                 return Block(start, size, 0)
         return None
-
-
-def _allocators(device) -> list:
-    found = []
-    for name in ("default_allocator", "pinned_allocator", "current_allocator", "_custom_allocator"):
-        allocator = getattr(device, name, None)
-        if allocator is not None and allocator_methods(allocator):
-            found.append(allocator)
-    return found

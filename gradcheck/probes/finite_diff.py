@@ -144,9 +144,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
                         probe.noise / scale[key],
                     )
                 )
-    return FDResult(
-        mode, tuple(directions), tuple(elements), rollouts.count, base, None, options.warn, options.error
-    )
+    return FDResult(mode, tuple(directions), tuple(elements), rollouts.count, base, None, options.warn, options.error)
 
 
 def _pick_elements(members: list[str], grads: dict, rng, k: int):

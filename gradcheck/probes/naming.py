@@ -100,16 +100,12 @@ def walk(root) -> ArrayNames:
 
 def label_launch_arguments(tape, names: ArrayNames) -> None:
     """Fallback names ``kernel.argument`` for arrays the walk did not reach."""
-    from itertools import chain
+    from gradcheck.probes.warp_compat import argument_label, is_array, kernel_launches, tape_launches
 
-    from gradcheck.probes.warp_compat import LAUNCH_INPUTS, LAUNCH_KERNEL, LAUNCH_OUTPUTS, argument_label, is_array
-
-    for entry in tape.launches:
-        if entry.__class__ is not list:  # record_func entries are callables
-            continue
-        for position, value in enumerate(chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])):
+    for _index, kernel, arguments in kernel_launches(tape_launches(tape)):
+        for position, value in enumerate(arguments):
             if is_array(value) and id(value) not in names.by_id:
-                path = argument_label(entry[LAUNCH_KERNEL], position)
+                path = argument_label(kernel, position)
                 names.add(value, path)
                 if value.grad is not None:
                     names.add(value.grad, path + ".grad")
@@ -126,8 +122,10 @@ def _children(obj, path, is_struct):
             yield f"{path}[{i}]", value
         return
     if is_struct(obj):
-        for name in obj._cls.vars:
-            yield _join(path, name), getattr(obj, name)
+        from gradcheck.probes.warp_compat import struct_fields
+
+        for name, value, _var in struct_fields(obj):
+            yield _join(path, name), value
         return
     attrs = getattr(obj, "__dict__", None)
     if not isinstance(attrs, dict) or not _walkable(obj):

@@ -16,15 +16,11 @@ user's own forward pass (measured: it alone cost ~10% of a cartpole pass).
 from __future__ import annotations
 
 from collections.abc import Callable
-from itertools import chain
 
 from gradcheck.probes.naming import ArrayNames
 from gradcheck.probes.warp_compat import (
-    LAUNCH_INPUTS,
-    LAUNCH_KERNEL,
-    LAUNCH_OUTPUTS,
-    argument_label,
     array_class,
+    first_use_label,
     is_array_var,
     is_struct_instance,
     is_struct_type,
@@ -32,6 +28,8 @@ from gradcheck.probes.warp_compat import (
     struct_records,
     struct_type_class,
     tape_gradient_keys,
+    tape_launches,
+    unique_launch_arguments,
 )
 
 
@@ -71,18 +69,6 @@ class Reachable:
         return GradBuffer(self.grads[i], LaunchLabel(self._launches, owner, ".grad"), "kernel argument")
 
 
-def launch_arguments(tape) -> dict[int, object]:
-    """id → value of every distinct kernel argument on the tape.
-
-    Kernel launches are lists; record_func entries are callables. Two comprehensions rather than one
-    over chain(inputs, outputs): a chain object per launch is 1,600 tracked allocations a pass.
-    """
-    launches = tape.launches
-    unique = {id(v): v for entry in launches if entry.__class__ is list for v in entry[LAUNCH_INPUTS]}
-    unique.update({id(v): v for entry in launches if entry.__class__ is list for v in entry[LAUNCH_OUTPUTS]})
-    return unique
-
-
 def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], unique: dict | None = None) -> Reachable:
     """Unique gradient buffers (by address) reachable from the tape and the params.
 
@@ -91,7 +77,7 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], uni
     """
     array_type = array_class()
     struct_class = struct_type_class()
-    launches = tape.launches
+    launches = tape_launches(tape)
     # keys are ptr << 64 | size: one int, not a (ptr, size) tuple, which the GC would track
     plain: dict[int, object] = {}  # key → array whose .grad lives there
     found: dict[int, GradBuffer] = {}
@@ -136,7 +122,7 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], uni
                     buffer.aliases.append(alias)
 
     if unique is None:
-        unique = launch_arguments(tape)
+        unique = unique_launch_arguments(tape)
     for value in unique.values():
         if value.__class__ is array_type and value.dtype.__class__ is not struct_class:
             grad = value.grad
@@ -167,10 +153,4 @@ class LaunchLabel:
         self.launches, self.value, self.suffix = launches, value, suffix
 
     def __call__(self) -> str:
-        for entry in self.launches:
-            if entry.__class__ is not list:
-                continue
-            for position, value in enumerate(chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])):
-                if value is self.value:
-                    return argument_label(entry[LAUNCH_KERNEL], position) + self.suffix
-        return f"<unnamed array>{self.suffix}"
+        return first_use_label(self.launches, self.value, self.suffix) or f"<unnamed array>{self.suffix}"

@@ -42,33 +42,25 @@ def _arrays_of(value, array_type):
 
 
 def make_fingerprint_tape():
-    """A wp.Tape that records, after each launch, the fingerprint of every array argument."""
-    import warp as wp
-
-    from gradcheck.probes.warp_compat import array_class
+    """A wp.Tape that records, after each launch, the fingerprint of every array argument: ``tape.events``
+    maps id(array) to [(launch index, "r" | "w", fingerprint)], ``tape.arrays`` id(array) to the array."""
+    from gradcheck.probes.warp_compat import array_class, recording_tape
 
     array_type = array_class()
+    events: dict[int, list] = {}
+    arrays: dict[int, object] = {}
 
-    class FingerprintTape(wp.Tape):
-        def __init__(self):
-            super().__init__()
-            self.events: dict[int, list] = {}  # id(array) → [(launch index, "r" | "w", fingerprint)]
-            self.arrays: dict[int, object] = {}
-            self.current: dict[int, int] = {}
+    def on_launch(index: int, inputs, outputs) -> None:
+        for kind, group in (("r", inputs), ("w", outputs)):
+            for value in group:
+                for array in _arrays_of(value, array_type):
+                    key = id(array)
+                    arrays[key] = array
+                    events.setdefault(key, []).append((index, kind, fingerprint(array)))
 
-        def record_launch(self, kernel, dim, max_blocks, inputs, outputs, device, block_dim=0, metadata=None):
-            super().record_launch(kernel, dim, max_blocks, inputs, outputs, device, block_dim, metadata)
-            index = len(self.launches) - 1
-            for kind, group in (("r", inputs), ("w", outputs)):
-                for value in group:
-                    for array in _arrays_of(value, array_type):
-                        key = id(array)
-                        fp = fingerprint(array)
-                        self.arrays[key] = array
-                        self.events.setdefault(key, []).append((index, kind, fp))
-                        self.current[key] = fp
-
-    return FingerprintTape()
+    tape = recording_tape(on_launch)
+    tape.events, tape.arrays = events, arrays
+    return tape
 
 
 @dataclass
@@ -80,10 +72,10 @@ class _Pair:
 
 def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
     """Write-after-read instances from the fingerprint events, aggregated per (array, reader, writer)."""
-    from gradcheck.probes.warp_compat import LAUNCH_KERNEL
+    from gradcheck.probes.warp_compat import launch_kernel_names, tape_launches
 
     pairs: dict[tuple[str, str, str], _Pair] = {}
-    kernels = [entry[LAUNCH_KERNEL].key if entry.__class__ is list else "record_func" for entry in tape.launches]
+    kernels = launch_kernel_names(tape_launches(tape))
     for key, events in tape.events.items():
         writes = [(i, fp) for i, kind, fp in events if kind == "w"]
         if not writes:

@@ -97,10 +97,6 @@ def gradient_stats(buffers: list, references: list | None = None, device=None) -
     return StatsPlan().table(buffers, references, device).rows()
 
 
-def stats_table(buffers: list, references: list | None = None, device=None) -> StatsTable:
-    return StatsPlan().table(buffers, references, device)
-
-
 class StatsPlan:
     """Launch tables for a list of buffers, reused while the list stays the same.
 

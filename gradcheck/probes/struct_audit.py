@@ -18,9 +18,22 @@ import ctypes
 import gc
 from dataclasses import dataclass, field
 
+from gradcheck.model.trace import PointerIssue
 from gradcheck.probes.allocations import AllocationLedger
 from gradcheck.probes.naming import ArrayNames
-from gradcheck.probes.warp_compat import array_class, is_array_var, is_struct_type, struct_mirror, struct_records
+from gradcheck.probes.stats import gradient_stats
+from gradcheck.probes.warp_compat import (
+    array_class,
+    is_array_var,
+    is_float_array,
+    is_struct_type,
+    same_struct_type,
+    struct_grad_keepalive,
+    struct_keepalive_name,
+    struct_mirror,
+    struct_records,
+    struct_vars,
+)
 
 
 @dataclass
@@ -77,7 +90,7 @@ class StructAuditor:
         if key in self._seen:
             return
         self._seen.add(key)
-        for name, var in instance._cls.vars.items():
+        for name, var in struct_vars(instance):
             if is_array_var(var):
                 self._field(instance, name, getattr(mirror, name), f"{path}.{name}", in_tape)
             elif is_struct_type(var.type):
@@ -110,9 +123,10 @@ class StructAuditor:
                 "(requires_grad turned on after assignment): backward drops this gradient",
             )
             return
-        keepalive = getattr(instance, f"_{name}_grad", None)  # Warp >= 1.7.2 keeps the old grad alive
+        keepalive = struct_grad_keepalive(instance, name)  # Warp >= 1.7.2 keeps the old grad alive
         if keepalive is not None and _ptr(keepalive) == mgrad:
-            self._stale_grad(subject, mgrad, lgrad, in_tape, f"{path.rsplit('.', 1)[0]}._{name}_grad", keepalive)
+            owner = struct_keepalive_name(path.rsplit(".", 1)[0], name)
+            self._stale_grad(subject, mgrad, lgrad, in_tape, owner, keepalive)
         else:
             self._misdirected_grad(subject, mgrad, lgrad, in_tape)
 
@@ -183,14 +197,18 @@ class StructAuditor:
         type that share at least one array with it (looked up by data pointer, not by pairwise scan).
         """
         address = ctypes.addressof(child_mirror)
-        array_fields = [n for n, v in child._cls.vars.items() if is_array_var(v)]
+        array_fields = [n for n, v in struct_vars(child) if is_array_var(v)]
         mine_by_field = {n: int(getattr(child_mirror, n).data or 0) for n in array_fields}
         candidates = {}
         for ptr in mine_by_field.values():
             for key in self._instances_by_array().get(ptr, ()):
                 candidates[key] = self.names.structs[key]
         for source_path, source in candidates.values():
-            if source is child or source._cls is not child._cls or ctypes.addressof(struct_mirror(source)) == address:
+            if (
+                source is child
+                or not same_struct_type(source, child)
+                or ctypes.addressof(struct_mirror(source)) == address
+            ):
                 continue
             pairs = [(n, mine_by_field[n], _ptr(getattr(source, n, None))) for n in array_fields]
             if not any(mine and mine == theirs for _, mine, theirs in pairs):
@@ -219,7 +237,7 @@ class StructAuditor:
         if self._by_array is None:
             index: dict[int, list[int]] = {}
             for key, (_path, instance) in self.names.structs.items():
-                for name, var in instance._cls.vars.items():
+                for name, var in struct_vars(instance):
                     if is_array_var(var):
                         ptr = _ptr(getattr(instance, name, None))
                         if ptr:
@@ -339,6 +357,28 @@ class StructAuditor:
                 self._container,
             )
         )
+
+
+def pointer_issue(observation: Observation) -> PointerIssue:
+    """Freeze an observation, with the norm of the buffer backward really wrote (after the zero step)."""
+    norm = None
+    owner = observation.owner_array
+    # the owner can be any array the allocator handed the freed memory to (an int32 index array, say)
+    if owner is not None and observation.kind in ("orphan-grad", "replaced-grad", "reused") and is_float_array(owner):
+        norm = gradient_stats([owner])[0].norm
+    return PointerIssue(
+        check=observation.check,
+        kind=observation.kind,
+        subject=observation.subject,
+        mirror=observation.mirror,
+        live=observation.live,
+        in_tape=observation.in_tape,
+        owner=observation.owner,
+        source=observation.source,
+        orphan_norm=norm,
+        detail=observation.detail,
+        container=observation.container,
+    )
 
 
 def _all_objects() -> list:

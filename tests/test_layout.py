@@ -1,0 +1,180 @@
+"""The package's shape: no import cycles (lazy imports included), each layer importing only the layers
+below it, and Warp internals touched in one module only.
+
+Read from the source with ``ast``, so every ``import`` counts, also those inside function bodies that
+run only on some paths: a cycle through a lazy import is still a cycle the next refactor trips over.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "gradcheck"
+BUILTIN_SCENARIOS = ROOT / "scenarios"  # installed as gradcheck.scenarios
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for root, prefix in ((PACKAGE, "gradcheck"), (BUILTIN_SCENARIOS, "gradcheck.scenarios")):
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([prefix, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The gradcheck module an import of ``name`` loads: the longest known prefix."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every gradcheck module ``module`` imports, at the top or inside a function."""
+    is_package = path.name == "__init__.py"
+    edges = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [f"{base}.{alias.name}" for alias in node.names]  # a submodule, or a name in base
+        else:
+            continue
+        for name in names:
+            target = _target(name)
+            if target is not None and target != module:
+                edges.add(target)
+    return edges
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path (first module repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target) :] + [target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_sees_the_imports_it_must():
+    """The walk is not vacuous: lazy imports inside functions and submodule imports are edges."""
+    assert "gradcheck.engine.scenario_run" in GRAPH["gradcheck.api"]  # inside check()
+    assert "gradcheck.checks.accumulation" in GRAPH["gradcheck.checks"]  # from gradcheck.checks import accumulation
+    assert "gradcheck.engine.isolation" in GRAPH["gradcheck.engine.pipeline"]  # inside _executor()
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycles():
+    cycle = _cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " → ".join(cycle)
+
+
+# Each layer imports only itself and the layers listed: the tree reads as the pipeline
+# cli → engine → (scenario, probes, checks) → model, with formats beside cli and the public API on top.
+ALLOWED = {
+    "model": {"model"},
+    "probes": {"probes", "model"},
+    "checks": {"checks", "model"},
+    "formats": {"formats", "model"},
+    "scenario": {"scenario", "model"},
+    "scenarios": {"scenarios", "model"},
+    "engine": {"engine", "scenario", "scenarios", "probes", "checks", "model", "clip", "version"},
+    "cli": {"cli", "engine", "scenario", "checks", "formats", "model", "version"},
+    "api": {"engine", "model"},
+    "testing": {"api", "checks", "model"},
+    "clip": {"probes", "model"},
+    "version": set(),
+    "gradcheck": {"api", "model", "version"},
+    "__main__": {"cli"},
+}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "gradcheck"
+
+
+def test_every_module_has_a_layer():
+    assert {_layer(m) for m in MODULES} <= set(ALLOWED)
+
+
+def test_layers_import_only_downward():
+    wrong = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if _layer(target) not in ALLOWED[_layer(module)]
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_few_modules_at_the_top():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 12, top
+
+
+# Warp's private attributes and internal layouts, which have moved between releases: only
+# probes/warp_compat.py may name them, behind functions whose names say what they read.
+INTERNALS = re.compile(
+    r"\._cls\b|\._ctype\b|\bwarp\._src\b|\bwp\._src\b|__dict__\[|\brecord_launch\b|\bLAUNCH_[A-Z]+\b"
+)
+COMPAT = PACKAGE / "probes" / "warp_compat.py"
+
+
+def test_warp_internals_only_in_warp_compat():
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != COMPAT
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if INTERNALS.search(line)
+    ]
+    assert not hits, "Warp internals outside probes/warp_compat.py:\n" + "\n".join(hits)
+
+
+def test_the_internals_pattern_catches_what_it_must():
+    for line in ("for name in obj._cls.vars:", "mirror = instance._ctype", "import warp._src.context",
+                 "saved = allocator.__dict__[k]", "def record_launch(self, kernel", "entry[LAUNCH_INPUTS]"):  # fmt: skip
+        assert INTERNALS.search(line), line
+    assert INTERNALS.search(COMPAT.read_text(encoding="utf-8"))  # and warp_compat really is where they live
