@@ -62,12 +62,11 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
     findings = run_checks(trace, options.checks)
     if options.trace_nonfinite and any(f.check == "nonfinite" for f in findings):
         findings = _with_fp_trace(findings, spec, options, device)
-    return ScenarioResult(
-        spec=spec,
-        name=name,
-        fault=options.fault,
-        device=device,
-        options=dict(options.settings),
+    return _result(
+        spec,
+        name,
+        options,
+        device,
         passes=len(trace.passes),
         params=_param_summaries(trace, findings),
         findings=findings,
@@ -138,16 +137,22 @@ def _failed(spec, name, options: RunOptions, device, exc: GradcheckError, starte
 def failed_result(spec, name, options: RunOptions, device, exc: GradcheckError, seconds: float) -> ScenarioResult:
     """A scenario that could not run, as a value: its error line, exit code and (with --debug) traceback."""
     cause = exc.__cause__ or exc
-    return ScenarioResult(
-        spec=spec,
-        name=name,
-        fault=options.fault,
-        device=device,
-        options=dict(options.settings),
+    return _result(
+        spec,
+        name,
+        options,
+        device,
         error=str(exc),
         error_code=ExitCode(exc.exit_code),
         traceback="".join(tb.format_exception(type(cause), cause, cause.__traceback__)) if options.debug else None,
         seconds=seconds,
+    )
+
+
+def _result(spec, name, options: RunOptions, device, **fields) -> ScenarioResult:
+    """What every result says, run or failed: which scenario, where, with which fault and settings."""
+    return ScenarioResult(
+        spec=spec, name=name, fault=options.fault, device=device, options=dict(options.settings), **fields
     )
 
 
