@@ -10,11 +10,10 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, error_line, fail
+from gradcheck.cli.output import check_writable, error_line, fail, stdout_to_stderr
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
-from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import FailOn
 
 
@@ -54,7 +53,7 @@ def ci(
     except UsageError as exc:
         raise fail(exc) from None
 
-    with progress_bars(False, len(entries)) as bars:
+    with stdout_to_stderr(), progress_bars(False, len(entries)) as bars:
 
         def on_result(result, done: int, total: int) -> None:
             typer.echo(f"gradcheck ci: [{done}/{total}] {result.label}: {result.status}", err=True)
@@ -67,20 +66,18 @@ def ci(
             report = ci_run.run_entries(entries, options, on_result, source=config.source)
         except UsageError as exc:
             raise fail(exc) from None
-    if update_baseline:
-        baseline.write_text(_json(Baseline.of(report).to_dict()), encoding="utf-8")
-    elif accepted is not None:
+    if update_baseline:  # what fails now is accepted from now on: only a scenario that could not run fails
+        accepted = Baseline.of(report)
+        baseline.write_text(_json(accepted.to_dict()), encoding="utf-8")
+    if accepted is not None:
         report = accepted.apply(report)
-    code = report.exit_code
-    if update_baseline:  # the findings are now accepted: only a scenario that could not run fails
-        code = max((r.exit_code(report.fail_on) for r in report.scenarios if r.error), default=ExitCode.OK)
     if junit is not None:
         from gradcheck.checks import BY_NAME
         from gradcheck.formats.junit import render as junit_xml
 
         junit.write_text(junit_xml(report, list(BY_NAME)), encoding="utf-8")
     if fmt == OutputFormat.json:
-        typer.echo(_json(_payload(report, config.source, code)), nl=False)
+        typer.echo(_json(_payload(report, config.source)), nl=False)
     else:
         for r in report.scenarios:
             bad = r.failing(report.fail_on)
@@ -89,11 +86,13 @@ def ci(
             typer.echo(f"{r.label}: {detail}" + (f" ({accepted_count} baselined)" if accepted_count else ""))
         failing = sum(1 for r in report.scenarios if r.failing(report.fail_on))
         errors = sum(1 for r in report.scenarios if r.error)
-        typer.echo(f"{len(report.scenarios)} scenario(s), {failing} failing, {errors} error(s) — exit {int(code)}")
-    raise typer.Exit(int(code))
+        typer.echo(
+            f"{len(report.scenarios)} scenario(s), {failing} failing, {errors} error(s) — exit {int(report.exit_code)}"
+        )
+    raise typer.Exit(int(report.exit_code))
 
 
-def _payload(report, source: str, code: ExitCode) -> dict:
+def _payload(report, source: str) -> dict:
     """The ci JSON: each scenario as in ``gradcheck run``'s report, plus its label and environment."""
     environment = dict(report.environment)
     return {
@@ -101,7 +100,7 @@ def _payload(report, source: str, code: ExitCode) -> dict:
         "config": source,
         "fail_on": report.fail_on.label,
         "scenarios": [r.to_dict() | {"environment": environment} for r in report.scenarios],
-        "exit_code": int(code),
+        "exit_code": int(report.exit_code),
     }
 
 
