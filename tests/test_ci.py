@@ -50,7 +50,7 @@ def test_crashing_and_hanging_scenarios_do_not_lose_the_others(tmp_path):
     schema = xmlschema.XMLSchema(str(TESTS / "data" / "junit.xsd"))
     schema.validate(str(junit))
     xml = junit.read_text()
-    assert xml.count("<testsuite ") == 4 and xml.count("<error ") == 2
+    assert xml.count("<testsuite ") == len(statuses) and xml.count("<error ") == statuses.count("error")
     assert '<failure message="1 finding(s)" type="accumulation">' in xml
 
 
