@@ -40,7 +40,7 @@ class AllocationLedger:
         self._seq_of: dict[int, int] = {}  # live ptr → allocation sequence number
         self._freed: dict[int, int] = {}  # freed ptr → size (most recent free at that address)
         self._seq = 0
-        self._restore: list[tuple[object, object]] = []  # (allocator, function that unwraps it)
+        self._restore: list = []  # one function per wrapped allocator that unwraps it
         self._sorted: list[int] | None = None
         self.active = False
 
@@ -50,17 +50,15 @@ class AllocationLedger:
 
         for device in wp.get_devices():
             for allocator in device_allocators(device):
-                if any(a is allocator for a, _ in self._restore):
-                    continue
-                restore = wrap_allocator(allocator, self._tracked, marker=self)
+                restore = wrap_allocator(allocator, self._tracked, marker=self)  # None: wrapped already
                 if restore is not None:
-                    self._restore.append((allocator, restore))
+                    self._restore.append(restore)
         self.active = True
         return self
 
     def uninstall(self) -> None:
         """Restore the allocators. Arrays allocated meanwhile keep calling the wrapper, which then only frees."""
-        for _allocator, restore in self._restore:
+        for restore in self._restore:
             restore()
         self._restore.clear()
         self.active = False

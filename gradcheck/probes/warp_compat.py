@@ -304,8 +304,8 @@ def device_allocators(device) -> list:
 def wrap_allocator(allocator, wrap, marker: object):
     """Replace an allocator's allocate/free methods on the instance with ``wrap(allocate, free)``'s pair.
 
-    Returns a function that restores the originals, or None when ``allocator`` is already wrapped
-    (by ``marker`` or by anyone). Arrays allocated meanwhile free through ``allocator.deleter``, which looks
+    Returns a function that restores the originals, or None when a ledger has wrapped ``allocator`` already
+    (``marker`` is kept on it while wrapped). Arrays allocated meanwhile free through ``allocator.deleter``, which looks
     the free method up on every call, so the wrapper sees every free."""
     if getattr(allocator, "_gradcheck_ledger", None) is not None:
         return None
