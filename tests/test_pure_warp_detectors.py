@@ -7,6 +7,8 @@ import math
 from conftest import SCENARIOS, by_check, needs_retain_grad, needs_subscript_annotations, run_scenario
 
 from gradcheck.checks import accumulation
+from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
 from gradcheck.model.trace import ParamPass, ParamTrace
 
 RETAIN = str(SCENARIOS / "retain_grad.py")
@@ -140,3 +142,13 @@ def test_nested_struct_field_gradients_are_audited_and_named():
     assert via["scale.grad"] == via["thickness.grad"] == "nested struct field"  # model.geo.*
     assert via["weights.grad"] == "struct field"  # model.weights
     assert {f.evidence["shape"] for f in by_check(result.findings, "accumulation")} == {"linear"}
+
+
+@needs_subscript_annotations
+def test_subscript_annotated_struct_fields_are_audited():
+    """``thickness: wp.array[float]``: on Warp 1.19 the annotation test moved under warp._src, and a lookup in
+    warp.types alone treated the field as a non-array, so a late requires_grad on it went unseen."""
+    result, report = run_scenario(str(SCENARIOS / "struct_fields.py"), fault="late-requires-grad", passes=2)
+    (stale,) = by_check(result.findings, "stale-adjoint")
+    assert stale.subject == "model.geo.thickness.grad" and stale.evidence["kind"] == "null-grad"
+    assert stale.severity == Severity.ERROR and report.exit_code == ExitCode.FINDINGS

@@ -8,6 +8,7 @@ reaching into Warp directly.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from itertools import chain
 
@@ -112,13 +113,29 @@ def is_struct_type(dtype) -> bool:
 
 
 def is_array_var(var) -> bool:
-    """Struct field annotated as an array (``wp.array(dtype=float)`` or ``wp.array[float]``)."""
+    """Struct field annotated as an array (``wp.array(dtype=float)``, ``wp.array[float]``, ``wp.array2d[vec3]``)."""
     import warp as wp
 
-    matches = getattr(wp.types, "matches_array_class", None)
+    matches = _matches_array_class()
     if matches is None:  # before 1.8: annotations are array instances (wp.array(dtype=float)); no wp.array[float]
         return isinstance(var.type, wp.array)
     return matches(var.type, wp.array)
+
+
+@functools.cache
+def _matches_array_class():
+    """Warp's test for "this annotation is an array": ``warp.types`` from 1.8, ``warp._src.types`` since 1.19
+    moved it (looking only in ``warp.types`` there silently treats every ``wp.array[T]`` field as a non-array)."""
+    import warp as wp
+
+    found = getattr(wp.types, "matches_array_class", None)
+    if found is None:
+        try:
+            from warp._src import types as private_types
+        except ImportError:
+            return None
+        found = getattr(private_types, "matches_array_class", None)
+    return found
 
 
 def struct_fields(instance):

@@ -29,12 +29,16 @@ def model_loss(model: Model, loss: wp.array(dtype=float)):
 class StructFields:
     name = "struct-fields"
     description = "loss through a nested wp.struct (model.geo.scale, model.geo.thickness, model.weights)"
-    faults = {"no-zero": "no zero step: struct-field gradients survive"}
+    faults = {
+        "no-zero": "no zero step: struct-field gradients survive",
+        "late-requires-grad": "thickness (a wp.array[float] field) gets requires_grad after it was assigned",
+    }
 
     def setup(self, device, fault=None):
         self.fault = fault
         self.scale = wp.array([1.0, 2.0], dtype=float, device=device, requires_grad=True)
-        self.thickness = wp.array([0.5, 0.25], dtype=float, device=device, requires_grad=True)
+        late = fault == "late-requires-grad"
+        self.thickness = wp.array([0.5, 0.25], dtype=float, device=device, requires_grad=not late)
         self.weights = wp.array([(1.0, 0.0, 0.0), (0.0, 2.0, 0.0)], dtype=wp.vec3, device=device, requires_grad=True)
         geo = Geometry()
         geo.scale = self.scale
@@ -42,6 +46,8 @@ class StructFields:
         self.model = Model()
         self.model.geo = geo
         self.model.weights = self.weights
+        if late:  # after assembly: the model's copy of geo keeps a null gradient pointer for thickness
+            self.thickness.requires_grad = True
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
 
     def params(self):
