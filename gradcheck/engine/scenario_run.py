@@ -88,6 +88,9 @@ def _fd_summary(trace: Trace) -> FDSummary | None:
         max_element_error=max((p.rel_error for p in fd.elements), default=None),
         rollouts=fd.rollouts,
         skipped=fd.skipped,
+        noise_floor=fd.noise_floor,
+        noise_level=fd.noise_level,
+        converged=fd.converged,
     )
 
 

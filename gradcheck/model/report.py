@@ -69,12 +69,18 @@ class FDSummary:
     max_element_error: float | None
     rollouts: int
     skipped: str | None  # why no comparison was made
+    noise_floor: float = 0.0  # errors below this are invisible under the loss's noise: 0.0 error means "below"
+    noise_level: float | None = None  # sigma of the loss's computational noise, when a disagreement measured it
+    converged: bool = True  # every probe's finite difference settled (False: part of the check had no verdict)
 
     def to_dict(self) -> dict:
         return {
             "mode": self.mode,
             "max_direction_error": self.max_direction_error,
             "max_element_error": self.max_element_error,
+            "noise_floor": self.noise_floor,
+            "noise_level": self.noise_level,
+            "converged": self.converged,
             "rollouts": self.rollouts,
             "skipped": self.skipped,
         }

@@ -102,16 +102,33 @@ class PassRecord:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One central difference: the step (relative to each param's scale), the estimate and its noise bound."""
+
+    eps: float
+    fd: float
+    noise: float  # derivative units: what the loss's noise alone can move this estimate by
+
+
+@dataclass(frozen=True)
 class Probe:
-    """One directional or element-wise comparison."""
+    """One directional or element-wise comparison of the tape's derivative with finite differences."""
 
     label: str  # "direction 2" or an element path such as "controls[37].joint_f[1]"
     ad: float
-    fd: float
-    eps: float  # the step that gave the reported estimate
-    rel_error: float
-    abs_error: float
-    noise: float  # float32 rounding of the loss, in derivative units
+    fd: float  # the estimate judged: the first step's when it agreed, else the converged (or last) one
+    eps: float  # the step that gave it
+    rel_error: float  # disagreement beyond the noise, relative to the derivative's size: what the bands judge
+    abs_error: float  # |fd - ad|
+    noise: float  # the estimate's noise bound, in derivative units
+    noise_floor: float = 0.0  # noise / the derivative's size: disagreements below this cannot be seen
+    converged: bool = True  # estimates at two steps agreed within their noise (or the first step agreed with AD)
+    steps: tuple[Step, ...] = ()  # every step tried, in order
+
+    @property
+    def inconclusive(self) -> bool:
+        """FD never settled: no verdict either way."""
+        return not self.converged
 
 
 @dataclass(frozen=True)
@@ -124,10 +141,26 @@ class FDResult:
     skipped: str | None = None  # why no comparison was made
     warn: float = 1e-2  # the bands this run was judged with
     error: float = 1e-1
+    noise_level: float | None = None  # sigma of the loss's computational noise (ECnoise), when it was measured
+    repeat_loss: float | None = None  # the unperturbed loss evaluated again: it must equal `loss`
 
     @property
     def max_direction_error(self) -> float:
         return max((p.rel_error for p in self.directions), default=0.0)
+
+    @property
+    def probes(self) -> tuple[Probe, ...]:
+        return self.directions + self.elements
+
+    @property
+    def noise_floor(self) -> float:
+        """The largest relative disagreement the noise could hide in the directional check (the elements' when
+        only elements ran): a 0.0 ``max_direction_error`` means "below this", not "exact"."""
+        return max((p.noise_floor for p in self.directions or self.elements), default=0.0)
+
+    @property
+    def converged(self) -> bool:
+        return all(p.converged for p in self.probes)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Finite-difference verification of the tape's gradients: fast (directional) and element-wise.
+"""Finite-difference verification of the tape's gradients: fast (directional) and element-wise, noise-aware.
 
 Fast mode (PyTorch fast_mode / JAX check_grads style): k seeded random directions v over all
 params together; the tape's directional derivative g·v against a central difference of the loss
@@ -6,12 +6,26 @@ along v, two forward rollouts per direction whatever the number of params. Eleme
 differences on single entries (the largest-gradient ones plus random ones per param family),
 naming the worst element. Used automatically when fast mode fails.
 
-Float32-aware: each param is perturbed relative to its own scale (its RMS value, 1 for an all-zero
-array), so inputs ~1e3 get steps ~10 and not a fixed 1e-4 that float32 cannot represent; the loss
-difference is taken in float64; the rounding of the float32 loss is subtracted from the error as
-noise; a disagreement at eps = 1e-2 is re-measured at 1e-3 and counts only if it persists (large
-steps suffer truncation, small steps round-off). Forward rollouts run without a tape, and every
-param is restored after every perturbation.
+A judge that knows its own noise. A float32 rollout's loss is not a smooth function at small scales:
+rounding in every step adds computational noise far above the rounding of the final loss (Newton's
+cloth, 1,920 steps: sigma ≈ 6e-5 in a loss of 271.6, so a central difference at a step of 1e-4 is off
+by ~0.4). So:
+
+1. Each param is perturbed relative to its own scale (its RMS value, 1 for an all-zero array), and the
+   first central difference uses eps = 1e-2. When it agrees with the tape, that is the verdict: two
+   rollouts, the common case.
+2. On a disagreement the loss's noise sigma is measured once per run, Moré & Wild's ECnoise ("Estimating
+   computational noise", SIAM J. Sci. Comput. 33(3), 2011): nine equally spaced rollouts along the probe,
+   a difference table, and the order at which its levels agree and its entries change sign.
+3. Steps are taken from a ladder around 1e-2, only those whose noise error (2 sigma / eps) is well below
+   the band being judged, until two neighbouring steps agree within their noise (convergence). Smaller
+   steps after a disagreement are not trusted blindly: on noisy programs they make it worse.
+4. A disagreement counts only beyond the noise, and only when FD converged; a probe that never settles
+   is "no verdict", never an error. A probe costs at most ~30 rollouts.
+
+Before any of it, the unperturbed loss must repeat: a forward that is not a function of the params
+(state carried between calls) makes every difference meaningless. Forward rollouts run without a tape,
+and every param is restored after every rollout, also those the perturbed forward overwrote.
 """
 
 from __future__ import annotations
@@ -20,15 +34,20 @@ import math
 
 from gradcheck.model.options import FDMode, FDOptions
 from gradcheck.model.paths import group_by_family
-from gradcheck.model.trace import FDResult, Probe
+from gradcheck.model.trace import FDResult, Probe, Step
 from gradcheck.probes.warp_compat import is_float_array
 
-EPS = (1e-2, 1e-3)
+FIRST_EPS = 1e-2
+# steps tried after a disagreement, nearest to FIRST_EPS first; neighbours in LADDER must agree to converge
+LADDER = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4)
+NOISE_EPS = (1e-4, 1e-6, 1e-2)  # ECnoise spacings: the first, then smaller (too smooth) or larger (too flat)
+NOISE_POINTS = 9  # the base point and 8 rollouts
 F32_EPS = 1.2e-7
+NOISE_MARGIN = 0.5  # a step is usable when its noise error is below this fraction of the warning band
 
 
 class _Rollouts:
-    """Forward rollouts at perturbed param values, restoring every param afterwards."""
+    """Forward rollouts at perturbed param values; every param is restored after every rollout."""
 
     def __init__(self, scenario, params: dict, snapshots: dict):
         import numpy as np
@@ -53,32 +72,135 @@ class _Rollouts:
             self.output_size = values.size
             return float(values[0])
         finally:
-            for key in delta:
-                wp.copy(self.params[key], self.snapshots[key])
+            # all of them, not only the perturbed ones: forward() may overwrite any param (a start state)
+            for key, param in self.params.items():
+                wp.copy(param, self.snapshots[key])
 
-    def central(self, delta: dict, eps: float) -> tuple[float, float]:
-        """(derivative along delta, float32 rounding noise of that estimate)."""
+    def central(self, delta: dict, eps: float, sigma: float = 0.0) -> Step:
+        """The derivative along ``delta`` at step ``eps``, with the noise bound of that estimate: the rounding
+        of the float32 loss, or 2 sigma / eps once the loss's noise sigma is known."""
         up = self.loss({k: eps * d for k, d in delta.items()})
         down = self.loss({k: -eps * d for k, d in delta.items()})
-        noise = 2 * F32_EPS * max(abs(up), abs(down)) / (2 * eps)
-        return (up - down) / (2 * eps), noise
+        rounding = 2 * F32_EPS * max(abs(up), abs(down)) / (2 * eps)
+        return Step(eps, (up - down) / (2 * eps), max(rounding, 2 * sigma / eps))
+
+    def noise(self, delta: dict, base: float) -> float | None:
+        """sigma of the loss's computational noise along ``delta`` (ECnoise), or None when no spacing gave a
+        consistent estimate. Up to three spacings of 8 rollouts each; usually one."""
+        import numpy as np
+
+        half = NOISE_POINTS // 2
+        for h in NOISE_EPS:
+            values = [
+                base if i == half else self.loss({k: (i - half) * h * d for k, d in delta.items()})
+                for i in range(NOISE_POINTS)
+            ]
+            sigma, verdict = ecnoise(np.asarray(values, dtype=np.float64))
+            if sigma is not None:
+                return sigma
+            if verdict == "too flat" and h < NOISE_EPS[0]:
+                break  # smaller spacings only get flatter
+        return None
 
 
-def _compare(label: str, ad: float, rollouts: _Rollouts, delta: dict, options: FDOptions, floor: float) -> Probe:
-    """Relative error against max(|AD|, |FD|, floor): ``floor`` is the size a derivative of this kind
-    typically has, so a direction nearly orthogonal to the gradient (or a tiny entry) is not judged
-    against its own near-zero value."""
-    best = None
-    for eps in EPS:
-        fd, noise = rollouts.central(delta, eps)
-        diff = abs(fd - ad)
-        rel = max(diff - noise, 0.0) / max(abs(ad), abs(fd), floor, noise, 1e-30)
-        probe = Probe(label, ad, fd, eps, rel, diff, noise)
-        if best is None or probe.rel_error < best.rel_error:
-            best = probe
-        if best.rel_error < options.warn:
-            break  # agreement at the first step: no need to separate truncation from round-off
-    return best
+def ecnoise(values) -> tuple[float | None, str]:
+    """Moré & Wild's noise estimate from f at equally spaced points: (sigma or None, why).
+
+    The k-th differences of a smooth function shrink like h^k, those of noise grow like sqrt(binom(2k, k)):
+    scaled by gamma_k = (k!)^2 / (2k)!, noise gives the same level at every order. sigma is the level of the
+    first order whose next two agree with it within a factor 4 and whose differences change sign.
+    ``why`` is "ok", "too flat" (differences mostly exactly zero: the spacing is below the resolution) or
+    "too smooth" (no order is noise-dominated: the spacing is too large)."""
+    import numpy as np
+
+    diffs = np.diff(values)
+    if np.count_nonzero(diffs) <= len(diffs) // 2:
+        return None, "too flat"
+    levels, signs = [], []
+    for k in range(1, len(values) - 2):
+        if k > 1:
+            diffs = np.diff(diffs)
+        gamma = math.factorial(k) ** 2 / math.factorial(2 * k)
+        levels.append(math.sqrt(gamma * float(np.mean(diffs * diffs))))
+        signs.append(bool(np.any(diffs > 0) and np.any(diffs < 0)))
+    for k in range(len(levels) - 2):
+        trio = levels[k : k + 3]
+        if signs[k] and min(trio) > 0 and max(trio) <= 4 * min(trio):
+            return levels[k], "ok"
+    return None, "too smooth"
+
+
+class _Judge:
+    """Compares the tape's derivative with finite differences along one probe at a time, spending rollouts
+    only on disagreements; the loss's noise is measured once, at the first disagreement."""
+
+    def __init__(self, rollouts: _Rollouts, base: float, options: FDOptions):
+        self.rollouts, self.base, self.options = rollouts, base, options
+        self.sigma: float | None = None
+        self._sigma_measured = False
+
+    def probe(self, label: str, ad: float, delta: dict, floor: float) -> Probe:
+        """``floor`` is the size a derivative of this kind typically has, so a direction nearly orthogonal to
+        the gradient (or a tiny entry) is not judged against its own near-zero value."""
+        first = self.rollouts.central(delta, FIRST_EPS, self.sigma or 0.0)
+        if self._error(ad, first, floor) < self.options.warn and self._precise(ad, first, floor):
+            return self._verdict(label, ad, first, floor, True, (first,))
+        if not self._sigma_measured:
+            self._sigma_measured = True
+            self.sigma = self.rollouts.noise(delta, self.base)
+        sigma = self.sigma
+        size = max(abs(ad), abs(first.fd), floor, 1e-30)
+        if sigma is None:  # no usable noise estimate: only the steps that agree with each other will tell
+            usable = LADDER
+        else:
+            smallest = 2 * sigma / self._resolution(size)
+            usable = tuple(h for h in LADDER if h >= smallest)
+        first = Step(first.eps, first.fd, max(first.noise, 2 * (sigma or 0.0) / first.eps))
+        steps = {FIRST_EPS: first}
+        for eps in sorted(usable, key=lambda h: abs(math.log(h / FIRST_EPS))):
+            if eps not in steps:
+                steps[eps] = self.rollouts.central(delta, eps, sigma or 0.0)
+            settled = self._settled(steps, size)
+            if settled is not None:
+                return self._verdict(label, ad, settled, floor, True, tuple(steps.values()))
+        tried = tuple(steps.values())
+        last = min(tried, key=lambda s: self._error(ad, s, floor))  # the closest estimate, for the record
+        return self._verdict(label, ad, last, floor, False, tried)
+
+    def _settled(self, steps: dict, size: float) -> Step | None:
+        """The smaller-step estimate of two neighbouring steps tried (at most 10x apart) that agree within their
+        noise: truncation error changes ~100x over such a pair, so agreement means both are near the limit."""
+        tried = sorted(steps.values(), key=lambda s: -s.eps)
+        for a, b in zip(tried, tried[1:]):
+            if a.eps <= 10.5 * b.eps and abs(a.fd - b.fd) <= a.noise + b.noise + self._resolution(size):
+                return b
+        return None
+
+    def _resolution(self, size: float) -> float:
+        """The noise an estimate may carry and still judge the warning band: half of it."""
+        return NOISE_MARGIN * self.options.warn * size
+
+    def _precise(self, ad: float, step: Step, floor: float) -> bool:
+        return step.noise <= self._resolution(max(abs(ad), abs(step.fd), floor, 1e-30))
+
+    @staticmethod
+    def _error(ad: float, step: Step, floor: float) -> float:
+        return max(abs(step.fd - ad) - step.noise, 0.0) / max(abs(ad), abs(step.fd), floor, step.noise, 1e-30)
+
+    def _verdict(self, label, ad, step: Step, floor, converged: bool, steps: tuple) -> Probe:
+        size = max(abs(ad), abs(step.fd), floor, step.noise, 1e-30)
+        return Probe(
+            label,
+            ad,
+            step.fd,
+            step.eps,
+            self._error(ad, step, floor),
+            abs(step.fd - ad),
+            step.noise,
+            noise_floor=step.noise / size,
+            converged=converged,
+            steps=steps,
+        )
 
 
 def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOptions) -> FDResult:
@@ -105,6 +227,17 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
         )
     if not math.isfinite(base):
         return FDResult(mode=mode, skipped="the loss is not finite")
+    again = rollouts.loss({})
+    if not _same_loss(base, again, next(iter(params.values())).device):
+        return FDResult(
+            mode=mode,
+            rollouts=rollouts.count,
+            loss=base,
+            repeat_loss=again,
+            skipped=f"forward() is not a function of the params: the loss at the same params was {base!r}, then "
+            f"{again!r}; a difference quotient would compare two different functions (see stateful-forward)",
+        )
+    judge = _Judge(rollouts, base, options)
     scale = {k: _scale(rollouts.x0[k]) for k in keys}
     rng = np.random.default_rng(options.seed)
 
@@ -119,7 +252,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
             norm = math.sqrt(sum(float(np.sum(r * r)) for r in raw.values()))
             delta = {k: scale[k] * raw[k] / norm for k in keys}
             ad = sum(float(np.sum(grads[k] * delta[k])) for k in keys)
-            directions.append(_compare(f"direction {d + 1}", ad, rollouts, delta, options, typical))
+            directions.append(judge.probe(f"direction {d + 1}", ad, delta, typical))
 
     elements = []
     failed = options.auto_elements and any(p.rel_error >= options.warn for p in directions)
@@ -131,20 +264,41 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
                 delta = {key: np.zeros_like(rollouts.x0[key])}
                 delta[key][index] = scale[key]
                 ad = float(grads[key][index]) * scale[key]
-                probe = _compare(_element_label(key, index), ad, rollouts, delta, options, floor)
-                # report the element derivative itself (per unit of the param), not along the scaled step
-                elements.append(
-                    Probe(
-                        probe.label,
-                        probe.ad / scale[key],
-                        probe.fd / scale[key],
-                        probe.eps,
-                        probe.rel_error,
-                        probe.abs_error / scale[key],
-                        probe.noise / scale[key],
-                    )
-                )
-    return FDResult(mode, tuple(directions), tuple(elements), rollouts.count, base, None, options.warn, options.error)
+                probe = judge.probe(_element_label(key, index), ad, delta, floor)
+                elements.append(_per_unit(probe, scale[key]))
+    return FDResult(
+        mode,
+        tuple(directions),
+        tuple(elements),
+        rollouts.count,
+        base,
+        None,
+        options.warn,
+        options.error,
+        noise_level=judge.sigma,
+        repeat_loss=again,
+    )
+
+
+def _same_loss(first: float, second: float, device) -> bool:
+    """Bitwise on CPU (deterministic); on CUDA within float atomics' run-to-run noise."""
+    if first == second:
+        return True
+    return bool(getattr(device, "is_cuda", False)) and abs(first - second) <= 1e-5 * max(abs(first), abs(second))
+
+
+def _per_unit(probe: Probe, scale: float) -> Probe:
+    """An element probe in derivative units of the param itself, not along the scaled step."""
+    from dataclasses import replace
+
+    return replace(
+        probe,
+        ad=probe.ad / scale,
+        fd=probe.fd / scale,
+        abs_error=probe.abs_error / scale,
+        noise=probe.noise / scale,
+        steps=tuple(Step(s.eps, s.fd / scale, s.noise / scale) for s in probe.steps),
+    )
 
 
 def _pick_elements(members: list[str], grads: dict, rng, k: int):
