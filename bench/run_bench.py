@@ -177,7 +177,7 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
     import numpy as np
 
     from gradcheck.model.options import FDOptions
-    from gradcheck.probes.finite_diff import _compare, _Rollouts, _scale, run_fd
+    from gradcheck.probes.finite_diff import Judge, Rollouts, _scale, run_fd
     from gradcheck.probes.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
 
@@ -201,8 +201,8 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
             fast_s = time.perf_counter() - started
 
             started = time.perf_counter()
-            rollouts = _Rollouts(scenario, params, snapshots)
-            options = FDOptions()
+            rollouts = Rollouts(scenario, params, snapshots)
+            judge = Judge(rollouts, rollouts.loss({}), FDOptions())
             worst = 0.0
             for key, g in grads.items():
                 scale = _scale(rollouts.x0[key])
@@ -210,7 +210,7 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
                 for index in np.ndindex(g.shape):
                     delta = {key: np.zeros_like(rollouts.x0[key])}
                     delta[key][index] = scale
-                    probe = _compare("e", float(g[index]) * scale, rollouts, delta, options, floor)
+                    probe = judge.probe("e", float(g[index]) * scale, delta, floor)
                     worst = max(worst, probe.rel_error)
             elements_s = time.perf_counter() - started
             row = {

@@ -43,10 +43,10 @@ LADDER = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4)
 NOISE_EPS = (1e-4, 1e-6, 1e-2)  # ECnoise spacings: the first, then smaller (too smooth) or larger (too flat)
 NOISE_POINTS = 9  # the base point and 8 rollouts
 F32_EPS = 1.2e-7
-NOISE_MARGIN = 0.5  # a step is usable when its noise error is below this fraction of the warning band
+NOISE_MARGIN = 0.5  # a step is usable when its noise error is below this fraction of the error band
 
 
-class _Rollouts:
+class Rollouts:
     """Forward rollouts at perturbed param values; every param is restored after every rollout."""
 
     def __init__(self, scenario, params: dict, snapshots: dict):
@@ -130,11 +130,11 @@ def ecnoise(values) -> tuple[float | None, str]:
     return None, "too smooth"
 
 
-class _Judge:
+class Judge:
     """Compares the tape's derivative with finite differences along one probe at a time, spending rollouts
     only on disagreements; the loss's noise is measured once, at the first disagreement."""
 
-    def __init__(self, rollouts: _Rollouts, base: float, options: FDOptions):
+    def __init__(self, rollouts: Rollouts, base: float, options: FDOptions):
         self.rollouts, self.base, self.options = rollouts, base, options
         self.sigma: float | None = None
         self._sigma_measured = False
@@ -172,13 +172,17 @@ class _Judge:
         noise: truncation error changes ~100x over such a pair, so agreement means both are near the limit."""
         tried = sorted(steps.values(), key=lambda s: -s.eps)
         for a, b in zip(tried, tried[1:]):
-            if a.eps <= 10.5 * b.eps and abs(a.fd - b.fd) <= a.noise + b.noise + self._resolution(size):
+            if (
+                a.eps <= 10.5 * b.eps
+                and abs(a.fd - b.fd) <= a.noise + b.noise + NOISE_MARGIN * self.options.warn * size
+            ):
                 return b
         return None
 
     def _resolution(self, size: float) -> float:
-        """The noise an estimate may carry and still judge the warning band: half of it."""
-        return NOISE_MARGIN * self.options.warn * size
+        """The noise an estimate may carry and still tell an error-band disagreement: half of that band. (A noisier
+        estimate could hide an error; a smaller bound would leave long float32 rollouts with no usable step.)"""
+        return NOISE_MARGIN * self.options.error * size
 
     def _precise(self, ad: float, step: Step, floor: float) -> bool:
         return step.noise <= self._resolution(max(abs(ad), abs(step.fd), floor, 1e-30))
@@ -215,7 +219,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
         return FDResult(mode=mode, skipped="no param with a gradient")
     if any(not np.all(np.isfinite(grads[k])) for k in keys):
         return FDResult(mode=mode, skipped="gradients are not finite (see nonfinite)")
-    rollouts = _Rollouts(scenario, {k: params[k] for k in keys}, snapshots)
+    rollouts = Rollouts(scenario, {k: params[k] for k in keys}, snapshots)
     base = rollouts.loss({})
     if rollouts.output_size != 1:
         # a scenario with its own backward may return any output and seed it with grads=...: there is no
@@ -237,7 +241,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
             skipped=f"forward() is not a function of the params: the loss at the same params was {base!r}, then "
             f"{again!r}; a difference quotient would compare two different functions (see stateful-forward)",
         )
-    judge = _Judge(rollouts, base, options)
+    judge = Judge(rollouts, base, options)
     scale = {k: _scale(rollouts.x0[k]) for k in keys}
     rng = np.random.default_rng(options.seed)
 

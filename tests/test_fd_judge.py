@@ -1,0 +1,112 @@
+"""The finite-difference judge on functions whose truth is known exactly: a smooth line plus repeatable
+computational noise of a chosen size, as a float32 rollout has (same input, same output; nearby inputs,
+scattered outputs). The real Rollouts.central / Rollouts.noise / Judge code runs; only forward() is
+replaced by the analytic line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradcheck.checks import fd_mismatch
+from gradcheck.model.findings import Severity
+from gradcheck.model.options import FDOptions
+from gradcheck.model.trace import FDResult, Trace
+from gradcheck.probes.finite_diff import Judge, Rollouts, ecnoise
+
+
+class Line(Rollouts):
+    """f(x0 + t) = c + g t + k t^2 / 2 + sigma * noise(t): the loss along one probe direction."""
+
+    def __init__(self, c: float, g: float, k: float, sigma: float):
+        self.c, self.g, self.k, self.sigma = c, g, k, sigma
+        self.count, self.output_size = 0, 1
+
+    def loss(self, delta: dict) -> float:
+        self.count += 1
+        t = float(delta["x"][0]) if delta else 0.0
+        seed = int.from_bytes(np.float64(t).tobytes(), "little") % 2**32  # the same input gives the same noise
+        return self.c + self.g * t + 0.5 * self.k * t * t + self.sigma * np.random.default_rng(seed).standard_normal()
+
+
+ONE = {"x": np.ones(1)}  # the probe direction, already scaled
+
+
+def judge(line: Line, ad: float, floor: float = 0.0):
+    return Judge(line, line.loss({}), FDOptions()).probe("direction 1", ad, ONE, floor)
+
+
+@pytest.mark.parametrize("sigma", [1e-7, 6e-5, 1e-3])
+def test_ecnoise_recovers_the_noise_level(sigma):
+    rng = np.random.default_rng(1)
+    t = np.linspace(-4e-4, 4e-4, 9)
+    estimates = [ecnoise(271.6 - 0.09 * t + 3.0 * t * t + sigma * rng.standard_normal(9))[0] for _ in range(20)]
+    assert all(e is not None for e in estimates)
+    assert 0.5 * sigma < float(np.median(estimates)) < 2.0 * sigma
+
+
+def test_ecnoise_says_when_the_spacing_is_wrong():
+    assert ecnoise(np.full(9, 271.6)) == (None, "too flat")  # below the resolution: nothing changes
+    assert ecnoise(np.arange(9.0) ** 2) == (None, "too smooth")  # no noise at all: no order is noise-dominated
+
+
+def test_agreement_at_the_first_step_costs_two_rollouts():
+    line = Line(c=1.0, g=0.7, k=0.3, sigma=0.0)
+    line.count = 0
+    probe = judge(line, ad=0.7)
+    assert probe.converged and probe.rel_error < 1e-6 and [s.eps for s in probe.steps] == [1e-2]
+    assert line.count == 3  # the base loss and the two sides of one central difference
+
+
+def test_float32_rollout_noise_is_not_an_error():
+    """Newton's cloth, as measured (field notes 6): loss 271.6, derivative -0.0902, noise sigma 6e-5. A central
+    difference at 1e-3 is off by ~0.06 and at 1.4e-4 by ~0.4; the judge must not call the correct gradient wrong."""
+    for seed_shift in range(5):  # several noise realisations
+        line = Line(c=271.6 + seed_shift, g=-0.0902, k=0.05, sigma=6e-5)
+        probe = judge(line, ad=-0.0902)
+        assert probe.rel_error < FDOptions().error, probe
+        assert line.count <= 31
+        if probe.converged:  # and when it settled, the estimate is the true derivative within its noise
+            assert abs(probe.fd + 0.0902) <= probe.noise + 0.005 * 0.0902
+
+
+def test_a_wrong_derivative_under_noise_is_a_converged_error():
+    line = Line(c=271.6, g=-0.0902, k=0.05, sigma=6e-5)
+    probe = judge(line, ad=-0.1804)  # twice the truth: what a doubled custom adjoint gives
+    assert probe.converged and probe.rel_error > 0.3
+    assert abs(probe.fd + 0.0902) < 0.01
+    finding = _check(probe)
+    assert finding.severity == Severity.ERROR and "converged over" in finding.message
+
+
+def test_a_loss_that_never_settles_is_no_verdict():
+    """Noise so large that no step in the ladder can tell: info, never an error."""
+    line = Line(c=1.0, g=1e-3, k=0.0, sigma=1e-2)
+    probe = judge(line, ad=5e-3)
+    assert not probe.converged
+    finding = _check(probe)
+    assert finding.severity == Severity.INFO and "did not settle" in finding.message
+    assert line.count <= 31
+
+
+def test_a_real_disagreement_without_noise_needs_no_noise_rollouts_beyond_the_budget():
+    line = Line(c=0.5, g=2.0, k=40.0, sigma=0.0)  # strongly curved: truncation at large steps
+    probe = judge(line, ad=1.0)
+    assert probe.converged and probe.rel_error > 0.4
+    assert abs(probe.fd - 2.0) < 0.05 and line.count <= 31
+
+
+def _check(probe):
+    fd = FDResult(mode="fast", directions=(probe,), rollouts=1, loss=271.6, noise_level=6e-5)
+    (finding,) = fd_mismatch.check(Trace(scenario="line", fault=None, device="cpu", fd=fd))
+    return finding
+
+
+def test_noise_floor_is_reported_instead_of_zero():
+    line = Line(c=271.6, g=-0.0902, k=0.05, sigma=6e-5)
+    probe = judge(line, ad=-0.0902)
+    fd = FDResult(mode="fast", directions=(probe,))
+    assert fd.max_direction_error < fd.noise_floor or fd.max_direction_error > 0
+    assert fd.noise_floor > 0 and math.isfinite(fd.noise_floor)
