@@ -10,6 +10,10 @@ norms. Faults:
   the gradient memory, as AdamWScheduleFree does in PyTorch) before the loop reads the norms.
 - ``unit-mismatch``: the anchor weight is given in the wrong units (1e-12 instead of 1e-3), so the
   anchor's gradient is nonzero but far below what float32 can resolve against the loss.
+- ``loss-not-cleared``: forward() accumulates into the loss without clearing it first: the loss grows
+  call after call at the same params (a stateful forward; the gradient itself is unaffected).
+- ``clock-not-reset``: the anchor drifts with a clock that forward() advances in place (passed in
+  ``inputs=``, as Warp's own examples do) and never resets: every call sees another anchor position.
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ def chain_energy(
 
 
 @wp.kernel
+def tick(clock: wp.array(dtype=float), dt: float):
+    clock[0] = clock[0] + dt  # written through inputs=: the inputs/outputs split is a convention
+
+
+@wp.kernel
+def drifting_anchor(anchor: wp.array(dtype=wp.vec3), clock: wp.array(dtype=float), moved: wp.array(dtype=wp.vec3)):
+    moved[0] = anchor[0] + clock[0] * wp.vec3(1.0, 0.0, 0.0)
+
+
+@wp.kernel
 def sgd_step(x: wp.array(dtype=wp.vec3), grad: wp.array(dtype=wp.vec3), lr: float):
     k = wp.tid()
     x[k] = x[k] - lr * grad[k]
@@ -60,6 +74,8 @@ class SpringChain:
         "nan-backward": "two particles coincide: finite loss, NaN gradient (adjoint of sqrt(dot(d, d)) at d = 0)",
         "optimizer-in-place": "the optimizer step writes into the gradient buffer before it is read",
         "unit-mismatch": "anchor weight in the wrong units (1e-12): the anchor's gradient vanishes",
+        "loss-not-cleared": "forward() adds to the loss without clearing it: a different loss on every call",
+        "clock-not-reset": "the anchor drifts with a clock forward() advances and never resets",
     }
 
     def setup(self, device, fault=None):
@@ -71,13 +87,21 @@ class SpringChain:
         self.anchor = wp.array([(-1.0, 0.5, 0.25)], dtype=wp.vec3, device=device, requires_grad=True)
         self.anchor_weight = 1e-12 if fault == "unit-mismatch" else 1e-3
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
+        self.clock = wp.zeros(1, dtype=float, device=device)
+        self.moved_anchor = wp.zeros(1, dtype=wp.vec3, device=device, requires_grad=True)
 
     def params(self):
         return {"x": self.x, "anchor": self.anchor}
 
     def forward(self):
-        self.loss.zero_()
-        wp.launch(chain_energy, dim=N, inputs=[self.x, self.anchor, self.anchor_weight, 0.4], outputs=[self.loss])
+        if self.fault != "loss-not-cleared":
+            self.loss.zero_()
+        anchor = self.anchor
+        if self.fault == "clock-not-reset":
+            wp.launch(tick, dim=1, inputs=[self.clock, 0.5])
+            wp.launch(drifting_anchor, dim=1, inputs=[self.anchor, self.clock], outputs=[self.moved_anchor])
+            anchor = self.moved_anchor
+        wp.launch(chain_energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
 
     def after_backward(self):

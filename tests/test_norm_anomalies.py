@@ -107,3 +107,32 @@ def test_trace_nonfinite_names_the_first_offending_operation():
     assert finding["evidence"]["verify_fp_first"].startswith("builtin.h:")
     assert "adj_sqrt(0.000000" in finding["evidence"]["verify_fp_first"]  # the sqrt at d = 0
     assert "first offending operation (verify_fp)" in finding["message"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "carrier", "how"),
+    [
+        ("loss-not-cleared", "loss", "accumulated into without being cleared"),
+        ("clock-not-reset", "clock", "read before this forward writes it"),
+    ],
+)
+def test_stateful_forward_names_the_array_that_carries_the_state(fault, carrier, how):
+    result, report = run_scenario("spring-chain", fault=fault, passes=3)
+    (stateful,) = by_check(result.findings, "stateful-forward")
+    assert stateful.severity == Severity.ERROR and report.exit_code == ExitCode.FINDINGS
+    assert stateful.subject == carrier
+    assert stateful.evidence["carried"] == [stateful.evidence["carried"][0]]  # the root only, not what it fed
+    assert stateful.evidence["carried"][0]["how"] == how
+    assert len(set(stateful.evidence["losses"])) > 1
+    # the finite differences would compare two different functions: skipped, and saying why
+    assert "not a function of the params" in result.fd.skipped and not by_check(result.findings, "fd-mismatch")
+    # gradient differences across passes follow from it: never blamed on the zero step as an error
+    assert all(f.severity < Severity.ERROR for f in by_check(result.findings, "accumulation"))
+
+
+def test_a_forward_that_resets_its_state_is_not_stateful():
+    """The clean spring chain restores nothing itself but clears its loss: same loss every pass, no finding,
+    and the finite differences ran (their loss repeated)."""
+    result, _ = run_scenario("spring-chain", passes=3)
+    assert not by_check(result.findings, "stateful-forward")
+    assert len(set(result.losses)) == 1 and result.fd.skipped is None and result.fd.converged

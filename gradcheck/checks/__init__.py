@@ -17,6 +17,7 @@ from gradcheck.checks import (
     nonfinite,
     reentrancy,
     stale_adjoint,
+    stateful_forward,
     vanishing,
     write_after_read,
     zero_audit,
@@ -28,6 +29,7 @@ from gradcheck.model.trace import Trace
 REGISTRY = (
     dangling_adjoint,
     stale_adjoint,
+    stateful_forward,
     accumulation,
     zero_audit,
     missing_gradient,

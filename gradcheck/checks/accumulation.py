@@ -99,13 +99,24 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         message += f"; the zero step left the tape.backward(grads=...) seeds {shown} nonzero (see zero-audit)"
         if GRADS_SEEDS_NOT_ZEROED.affects(trace.warp_version):
             message += f"; {GRADS_SEEDS_NOT_ZEROED.note(trace.warp_version)}"
+    stateful = not trace.loss_repeats
+    if stateful:  # different functions on different passes: their gradients differ too, whatever the zero step
+        message += (
+            "; the loss itself changed between passes at the same params, so this follows from a stateful forward "
+            "(see stateful-forward) and need not mean the zero step is wrong"
+        )
     return Finding(
         check=NAME,
-        severity=Severity.ERROR,
+        severity=Severity.WARNING if stateful else Severity.ERROR,
         subject=worst.subject,
         message=message,
-        hint="call tape.zero() after reading gradients, not before backward; zero-audit names what it misses",
+        hint=(
+            "fix the stateful forward first (see stateful-forward); if gradients still differ, clear them after reading"
+            if stateful
+            else "call tape.zero() after reading gradients, not before backward; zero-audit names what it misses"
+        ),
         evidence={
+            "stateful_forward": stateful,
             "shape": shape,
             "first_diverging_pass": first,
             "ratio_last_first": ratio,

@@ -40,7 +40,7 @@ Not a verdict on the gradient:
   it gets a zero adjoint (NVIDIA/warp#729 family, live on 1.19). Finite differences see the true derivative, so this
   check fires on correct-looking code: unroll the loop (wp.static range) or carry the value in an array.
 
-Common causes of a real mismatch: a wrong @wp.func_grad custom adjoint; buffers rewritten between forward and
+Common causes: (of a real mismatch) a wrong @wp.func_grad custom adjoint; buffers rewritten between forward and
 backward (see write-after-read and reentrancy: shared solver scratch); non-differentiable operations (clamps,
 branches, integer casts) on the path; a kernel with enable_backward=False.
 

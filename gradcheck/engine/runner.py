@@ -27,6 +27,7 @@ from gradcheck.model.trace import (
     ReplayResult,
     Survivor,
     Trace,
+    losses_repeat,
 )
 from gradcheck.probes.allocations import AllocationLedger
 from gradcheck.probes.finite_diff import run_fd
@@ -88,6 +89,8 @@ def run_passes(
                 for index in range(1, passes + 1):
                     loop.run_pass(index, passes)
             params = _params(scenario, name)
+            repeats = losses_repeat([r.loss for r in loop.records], tolerance)
+            carried = None if repeats else _carried_state(scenario, name, params, snapshots)
             fd_result = _finite_differences(scenario, name, params, snapshots, loop, fd)
             replay_result = _replay(scenario, name, device, snapshots, loop, tolerance) if replay else None
     finally:
@@ -118,6 +121,7 @@ def run_passes(
         clip_norm=clip_norm,
         fd=fd_result,
         replay=replay_result,
+        carried_state=carried,
     )
 
 
@@ -267,6 +271,23 @@ def _finite_differences(scenario, name, params, snapshots, loop, options: FDOpti
         return FDResult(mode=options.mode.value, skipped="backward was not launched (see dangling-adjoint)")
     grads = {key: ref.numpy().astype("float64") for key, ref in loop.reader.references().items() if key in params}
     return _call(name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options)
+
+
+def _carried_state(scenario, name, params, snapshots):
+    """The loss changed at fixed params: find the arrays that carry state between forward() calls."""
+    from gradcheck.probes.state_probe import carried_state
+
+    names = walk(scenario)
+    mine = {id(a) for a in params.values()} | {id(a.grad) for a in params.values() if a.grad is not None}
+    held = {
+        id(a): a
+        for a in names.arrays
+        if id(a) not in mine and a.ptr and not (names.name(a) or "").endswith(".grad")  # gradients: other checks
+    }
+    roots, _losses = _call(
+        name, "forward (state probe)", carried_state, scenario, lambda: _restore(params, snapshots), held, names.name
+    )
+    return roots
 
 
 def _replay(scenario, name, device, snapshots, loop, tolerance):

@@ -63,6 +63,8 @@ def cases(warp_version: str) -> tuple[Case, ...]:
         Case("spring-chain", "nan-backward", frozenset({"nonfinite"})),
         Case("spring-chain", "optimizer-in-place", frozenset({"mutated-gradient"})),
         Case("spring-chain", "unit-mismatch", frozenset({"vanishing"})),
+        Case("spring-chain", "loss-not-cleared", frozenset({"stateful-forward"})),
+        Case("spring-chain", "clock-not-reset", frozenset({"stateful-forward"})),
     )
 
 

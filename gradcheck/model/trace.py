@@ -98,6 +98,15 @@ class PassRecord:
     clip_total: tuple[float, float] | None = None  # --clip-norm: global norm (before, after)
 
 
+@dataclass(frozen=True)
+class CarriedArray:
+    """An array that carries state from one forward() to the next (see gradcheck.probes.state_probe)."""
+
+    subject: str  # the array, as the scenario holds it: "clock", "loss"
+    how: str  # "read before this forward writes it" | "accumulated into without being cleared"
+    kernel: str  # the first launch that used it
+
+
 # -- probes run after the passes ----------------------------------------------------------------
 
 
@@ -186,6 +195,8 @@ class ReplayResult:
 
 @dataclass(frozen=True)
 class Trace:
+    """Everything the checks read. ``loss_repeats`` is False when forward() is not a function of the params."""
+
     scenario: str
     fault: str | None
     device: str
@@ -197,4 +208,19 @@ class Trace:
     clip_norm: float | None = None  # --clip-norm applied after readout, if any
     fd: FDResult | None = None  # finite differences, after the passes
     replay: ReplayResult | None = None  # write-after-read and reentrancy probe, after the passes
+    carried_state: tuple[CarriedArray, ...] | None = None  # when the loss changed at fixed params: the roots
     warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply
+
+    @property
+    def loss_repeats(self) -> bool:
+        """The same params gave the same loss on every pass (bitwise on CPU; within atomics' noise on CUDA)."""
+        return losses_repeat([p.loss for p in self.passes], self.tolerance)
+
+
+def losses_repeat(losses, tolerance: float) -> bool:
+    """``tolerance`` 0: bitwise; else relative (CUDA's nondeterministic float atomics)."""
+    known = [x for x in losses if x is not None and x == x]
+    if len(known) < 2:
+        return True
+    first = known[0]
+    return all(x == first or abs(x - first) <= tolerance * max(abs(x), abs(first)) for x in known[1:])

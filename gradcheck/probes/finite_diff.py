@@ -34,7 +34,7 @@ import math
 
 from gradcheck.model.options import FDMode, FDOptions
 from gradcheck.model.paths import group_by_family
-from gradcheck.model.trace import FDResult, Probe, Step
+from gradcheck.model.trace import FDResult, Probe, Step, losses_repeat
 from gradcheck.probes.warp_compat import is_float_array
 
 FIRST_EPS = 1e-2
@@ -61,6 +61,11 @@ class Rollouts:
         import numpy as np
         import warp as wp
 
+        # every param from its snapshot first, not only the perturbed ones: forward() or after_backward() may
+        # have overwritten any of them (a start state, an optimizer step)
+        for key, param in self.params.items():
+            if key not in delta:
+                wp.copy(param, self.snapshots[key])
         try:
             for key, d in delta.items():
                 arr = self.params[key]
@@ -72,9 +77,8 @@ class Rollouts:
             self.output_size = values.size
             return float(values[0])
         finally:
-            # all of them, not only the perturbed ones: forward() may overwrite any param (a start state)
-            for key, param in self.params.items():
-                wp.copy(param, self.snapshots[key])
+            for key in delta:
+                wp.copy(self.params[key], self.snapshots[key])
 
     def central(self, delta: dict, eps: float, sigma: float = 0.0) -> Step:
         """The derivative along ``delta`` at step ``eps``, with the noise bound of that estimate: the rounding
@@ -286,9 +290,9 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
 
 def _same_loss(first: float, second: float, device) -> bool:
     """Bitwise on CPU (deterministic); on CUDA within float atomics' run-to-run noise."""
-    if first == second:
-        return True
-    return bool(getattr(device, "is_cuda", False)) and abs(first - second) <= 1e-5 * max(abs(first), abs(second))
+    from gradcheck.probes.gradients import equality_tolerance
+
+    return losses_repeat([first, second], equality_tolerance(str(device)))
 
 
 def _per_unit(probe: Probe, scale: float) -> Probe:

@@ -29,7 +29,7 @@ def fingerprint(array) -> int:
     return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
 
 
-def _arrays_of(value, array_type):
+def arrays_of(value, array_type):
     """Arrays in a launch argument: the array itself, or the array fields of a struct (recursively)."""
     from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
 
@@ -38,7 +38,7 @@ def _arrays_of(value, array_type):
             yield value
     elif is_struct_instance(value):
         for _name, field_value, _var in struct_fields(value):
-            yield from _arrays_of(field_value, array_type)
+            yield from arrays_of(field_value, array_type)
 
 
 def make_fingerprint_tape():
@@ -50,10 +50,10 @@ def make_fingerprint_tape():
     events: dict[int, list] = {}
     arrays: dict[int, object] = {}
 
-    def on_launch(index: int, inputs, outputs) -> None:
+    def on_launch(index: int, _kernel: str, inputs, outputs) -> None:
         for kind, group in (("r", inputs), ("w", outputs)):
             for value in group:
-                for array in _arrays_of(value, array_type):
+                for array in arrays_of(value, array_type):
                     key = id(array)
                     arrays[key] = array
                     events.setdefault(key, []).append((index, kind, fingerprint(array)))

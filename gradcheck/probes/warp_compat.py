@@ -294,13 +294,14 @@ def first_use_label(launches, value, suffix: str = "") -> str | None:
 
 
 def recording_tape(on_launch):
-    """A ``wp.Tape`` that calls ``on_launch(index, inputs, outputs)`` after recording each kernel launch."""
+    """A ``wp.Tape`` that calls ``on_launch(index, kernel key, inputs, outputs)`` after each kernel launch
+    (Warp records a launch after running it, so the arguments hold what the launch left)."""
     import warp as wp
 
     class RecordingTape(wp.Tape):
         def record_launch(self, kernel, dim, max_blocks, inputs, outputs, device, block_dim=0, metadata=None):
             super().record_launch(kernel, dim, max_blocks, inputs, outputs, device, block_dim, metadata)
-            on_launch(len(self.launches) - 1, inputs, outputs)
+            on_launch(len(self.launches) - 1, kernel.key, inputs, outputs)
 
     return RecordingTape()
 
