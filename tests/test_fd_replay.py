@@ -148,3 +148,26 @@ def test_fd_is_skipped_with_a_reason_when_forward_returns_a_vector():
     assert result.error is None and result.findings == (), [f.message for f in result.findings]
     assert result.fd.skipped.startswith("forward() returned 3 values, not a scalar loss")
     assert [p.norms[0] for p in result.params] == [pytest.approx((3**2 + 12**2 + 27**2) ** 0.5)]
+
+
+def test_arrays_written_through_inputs_are_writers():
+    """Warp's examples update state in place through inputs=; write-after-read must see those writes (it used
+    to treat only outputs= as writers, so only the fd-mismatch symptom was reported)."""
+    path = str(SCENARIOS / "in_place.py")
+    result, _ = run_scenario(path, fault="inputs-written", passes=2)
+    war = {f.subject: f for f in by_check(result.findings, "write-after-read")}
+    assert set(war) == {"xs[0]", "vs[0]"}
+    assert "integrate → integrate" in war["xs[0]"].message
+    assert by_check(result.findings, "fd-mismatch")  # and the bias it causes is real
+    clean, _ = run_scenario(path, passes=2)
+    assert clean.error is None and clean.findings == (), [(f.check, f.subject) for f in clean.findings]
+
+
+def test_fingerprints_compare_values_not_the_sign_of_zero():
+    import warp as wp
+
+    from gradcheck.probes.replay_probe import fingerprint
+
+    zeros, negative_zeros = wp.zeros(8, device="cpu"), wp.array([-0.0] * 8, dtype=float, device="cpu")
+    assert fingerprint(zeros) == fingerprint(negative_zeros)
+    assert fingerprint(zeros) != fingerprint(wp.array([0.0] * 7 + [1e-30], dtype=float, device="cpu"))

@@ -278,16 +278,22 @@ def _carried_state(scenario, name, params, snapshots):
     from gradcheck.probes.state_probe import carried_state
 
     names = walk(scenario)
-    mine = {id(a) for a in params.values()} | {id(a.grad) for a in params.values() if a.grad is not None}
-    held = {
-        id(a): a
-        for a in names.arrays
-        if id(a) not in mine and a.ptr and not (names.name(a) or "").endswith(".grad")  # gradients: other checks
-    }
+    held = _held_arrays(scenario, params, names)
     roots, _losses = _call(
         name, "forward (state probe)", carried_state, scenario, lambda: _restore(params, snapshots), held, names.name
     )
     return roots
+
+
+def _held_arrays(scenario, params: dict, names: ArrayNames | None = None) -> dict:
+    """id → array of every array the scenario holds, params and gradient buffers left out."""
+    names = names or walk(scenario)
+    mine = {id(a) for a in params.values()} | {id(a.grad) for a in params.values() if a.grad is not None}
+    return {
+        id(a): a
+        for a in names.arrays
+        if id(a) not in mine and a.ptr and not (names.name(a) or "").endswith(".grad")  # gradients: other checks
+    }
 
 
 def _replay(scenario, name, device, snapshots, loop, tolerance):
@@ -302,7 +308,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
     with wp.ScopedDevice(device):
         params = _params(scenario, name)
         _restore(params, snapshots)
-        tape = make_fingerprint_tape()
+        tape = make_fingerprint_tape({key: fingerprint(a) for key, a in _held_arrays(scenario, {}).items()})
         with tape:
             loss = _call(name, "forward (replay probe)", scenario.forward)
         args = unique_launch_arguments(tape)

@@ -23,10 +23,16 @@ from gradcheck.model.trace import Rewrite
 
 
 def fingerprint(array) -> int:
+    """CRC of the array's values: -0.0 and 0.0 count as the same value (a kernel that writes ``-x`` into zeros
+    changes bytes, not numbers; Newton's eval_rigid_tau does exactly that to body_f_ext)."""
     import numpy as np
 
     values = np.ascontiguousarray(array.numpy())
-    return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
+    if not values.size:
+        return 0
+    if values.dtype.kind == "f":
+        values = values + values.dtype.type(0)  # IEEE: -0.0 + 0.0 == +0.0; every other value is unchanged
+    return zlib.crc32(values.view(np.uint8).reshape(-1))
 
 
 def arrays_of(value, array_type):
@@ -41,9 +47,11 @@ def arrays_of(value, array_type):
             yield from arrays_of(field_value, array_type)
 
 
-def make_fingerprint_tape():
+def make_fingerprint_tape(start: dict | None = None):
     """A wp.Tape that records, after each launch, the fingerprint of every array argument: ``tape.events``
-    maps id(array) to [(launch index, "r" | "w", fingerprint)], ``tape.arrays`` id(array) to the array."""
+    maps id(array) to [(launch index, "r" | "w", fingerprint)], ``tape.arrays`` id(array) to the array.
+    ``start``: id(array) → fingerprint before the forward, for the arrays known then (``tape.start``), so a
+    launch that changes an array passed in ``inputs=`` is seen writing it."""
     from gradcheck.probes.warp_compat import array_class, recording_tape
 
     array_type = array_class()
@@ -59,7 +67,7 @@ def make_fingerprint_tape():
                     events.setdefault(key, []).append((index, kind, fingerprint(array)))
 
     tape = recording_tape(on_launch)
-    tape.events, tape.arrays = events, arrays
+    tape.events, tape.arrays, tape.start = events, arrays, dict(start or {})
     return tape
 
 
@@ -71,19 +79,30 @@ class _Pair:
 
 
 def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
-    """Write-after-read instances from the fingerprint events, aggregated per (array, reader, writer)."""
+    """Write-after-read instances from the fingerprint events, aggregated per (array, reader, writer).
+
+    A launch reads the arrays passed in ``inputs=``; it writes those in ``outputs=`` and any argument whose
+    contents it changed, whichever list it came in (Warp's examples update state in place through
+    ``inputs=``; the split is a convention). A launch that changes an array it reads is its own rewriter:
+    its adjoint will replay from the new values."""
     from gradcheck.probes.warp_compat import launch_kernel_names, tape_launches
 
     pairs: dict[tuple[str, str, str], _Pair] = {}
     kernels = launch_kernel_names(tape_launches(tape))
     for key, events in tape.events.items():
-        writes = [(i, fp) for i, kind, fp in events if kind == "w"]
+        before = tape.start.get(key)
+        accesses = []  # (launch, reads, writes, contents it saw, contents it left)
+        for i, kind, after in events:
+            wrote = kind == "w" or (before is not None and after != before)
+            accesses.append((i, kind == "r", wrote, before if before is not None else after, after))
+            before = after
+        writes = [(i, left) for i, _reads, wrote, _saw, left in accesses if wrote]
         if not writes:
             continue
-        for i, kind, seen in events:
-            if kind != "r":
+        for i, reads, wrote, seen, left in accesses:
+            if not reads:
                 continue
-            later = next(((j, fp) for j, fp in writes if j > i), None)
+            later = (i, left) if wrote else next(((j, fp) for j, fp in writes if j > i), None)
             if later is None:
                 continue
             j, written = later
