@@ -152,3 +152,21 @@ def test_subscript_annotated_struct_fields_are_audited():
     (stale,) = by_check(result.findings, "stale-adjoint")
     assert stale.subject == "model.geo.thickness.grad" and stale.evidence["kind"] == "null-grad"
     assert stale.severity == Severity.ERROR and report.exit_code == ExitCode.FINDINGS
+
+
+def test_names_come_from_the_program_never_from_gradchecks_own_tape():
+    """Objects from warp.* packages (Warp's example programs) are walked for names; a scenario that keeps the
+    tape it is given does not get subjects named after gradcheck's probe tape."""
+    result, _ = run_scenario(str(SCENARIOS / "keeps_tape.py"), passes=2)
+    assert [p.subject for p in result.params] == ["sim.x.grad"]
+    (war,) = by_check(result.findings, "write-after-read")
+    assert war.subject == "square.scratch"  # a local of forward(): its kernel argument, not "_tape.arrays[...]"
+    assert not any("_tape" in f.subject or "_tape" in f.message for f in result.findings)
+
+
+def test_missing_gradient_names_kernels_built_without_backward():
+    result, _ = run_scenario(str(SCENARIOS / "no_backward.py"), passes=2)
+    (missing,) = by_check(result.findings, "missing-gradient")
+    assert missing.subject == "x.grad"
+    assert "enable_backward=False (squared_sum)" in missing.message
+    assert "enable_backward=True" in missing.hint and "Newton" not in missing.hint  # a pure-Warp program

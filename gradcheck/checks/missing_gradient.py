@@ -59,6 +59,11 @@ def _kind(param: ParamTrace, ran: list[int]) -> str | None:
     return None
 
 
+def _newton(trace: Trace) -> bool:
+    """Newton's states and controls are the usual way to get an all-zero gradient in a Newton program."""
+    return any(p.subject.startswith(("states[", "controls[", "state.", "control.", "model.")) for p in trace.params)
+
+
 def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int, ran: list[int]) -> Finding:
     first = members[0]
     who = family_prefix(len(members), family_size, fam, shown="")
@@ -67,10 +72,15 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         hint = "allocate the array with requires_grad=True before building anything that uses it"
     else:
         message = f"{who}gradient is exactly zero on every pass backward ran ({len(ran)})"
-        hint = (
-            "read the array under the tape, after it got its final .grad; create Newton states/controls outside "
-            "the tape (Model.state() inside it sends the gradient to model.joint_q.grad); see stale-adjoint findings"
+        hint = "read the array under the tape, after it got its final .grad; see stale-adjoint findings"
+        if _newton(trace):
+            hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
+    if trace.no_backward_kernels:
+        shown = ", ".join(trace.no_backward_kernels[:4]) + (" …" if len(trace.no_backward_kernels) > 4 else "")
+        message += (
+            f"; the tape holds kernels built with enable_backward=False ({shown}): no gradient flows through them"
         )
+        hint = "build the kernels on the gradient's path with enable_backward=True (the default), or " + hint
     return Finding(
         check=NAME,
         severity=Severity.ERROR,

@@ -55,7 +55,12 @@ def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, f
     via = worst.reached_via + (", seeded with tape.backward(grads=...)" if worst.seeded else "")
     message = (
         f"{others}nonzero after {trace.zero_step} from pass {first} on: norm {worst.norm:.4g}, "
-        f"{worst.nonzero} of {worst.size} values (reached via {via}); the next backward adds to it"
+        f"{worst.nonzero} of {worst.size} values (reached via {via}); "
+        + (
+            "a backward seeded through grads= overwrites it, any other backward that reaches it adds to it"
+            if worst.seeded
+            else "the next backward that touches it adds to it"
+        )
     )
     bug = upstream_bug(trace, worst)
     if bug is not None:

@@ -38,11 +38,13 @@ from gradcheck.probes.stats import StatsPlan
 from gradcheck.probes.struct_audit import Observation, StructAuditor, pointer_issue
 from gradcheck.probes.warp_compat import (
     array_class,
+    backward_disabled,
     is_array,
     is_array_var,
     is_float_array,
     is_struct_instance,
     is_struct_type,
+    kernel_launches,
     load_warp,
     scalars_per_element,
     struct_fields,
@@ -122,6 +124,7 @@ def run_passes(
         fd=fd_result,
         replay=replay_result,
         carried_state=carried,
+        no_backward_kernels=loop.no_backward_kernels,
     )
 
 
@@ -158,6 +161,7 @@ class _PassLoop:
         self.stats: dict[str, list[ParamPass]] = {key: [] for key in snapshots}
         self.subjects: dict[str, str] = {}
         self.records: list[PassRecord] = []
+        self.no_backward_kernels: tuple[str, ...] = ()  # read on pass 1: gradients do not flow through these
 
     def run_pass(self, index: int, passes: int) -> None:
         import warp as wp
@@ -169,6 +173,9 @@ class _PassLoop:
         with tape:
             loss = _call(name, "forward", scenario.forward)
         args = unique_launch_arguments(tape)
+        if index == 1:
+            launches = kernel_launches(tape_launches(tape))
+            self.no_backward_kernels = tuple(sorted({k.key for _, k, _ in launches if backward_disabled(k)}))
         lazy = _LazyNames(scenario, tape, _params(scenario, name), self.snapshots)
         # struct mirrors and records are judged before backward: a dangling pointer must never be written
         observations = self._audit_pointers(args, lazy, index == 1)
@@ -308,7 +315,7 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
     with wp.ScopedDevice(device):
         params = _params(scenario, name)
         _restore(params, snapshots)
-        tape = make_fingerprint_tape({key: fingerprint(a) for key, a in _held_arrays(scenario, {}).items()})
+        tape = make_fingerprint_tape(_held_arrays(scenario, {}))
         with tape:
             loss = _call(name, "forward (replay probe)", scenario.forward)
         args = unique_launch_arguments(tape)

@@ -209,6 +209,7 @@ class Trace:
     fd: FDResult | None = None  # finite differences, after the passes
     replay: ReplayResult | None = None  # write-after-read and reentrancy probe, after the passes
     carried_state: tuple[CarriedArray, ...] | None = None  # when the loss changed at fixed params: the roots
+    no_backward_kernels: tuple[str, ...] = ()  # kernels on the tape built with enable_backward=False
     warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply
 
     @property

@@ -136,14 +136,21 @@ def _children(obj, path, is_struct):
 
 
 def _walkable(obj) -> bool:
-    """Plain objects only: not modules, functions, classes, Warp runtime objects or numpy arrays."""
+    """Plain objects only: not modules, functions, classes, tapes, Warp's runtime objects, numpy arrays, or
+    gradcheck's own probe objects (a scenario that keeps the tape it is given must not get subjects named
+    after gradcheck's probe tape). Objects from other ``warp.*`` packages are the user's program
+    (``warp.examples``, ``warp.sim``, ``warp.optim``) and are walked."""
     kind = type(obj)
     if isinstance(obj, type) or callable(obj) and not hasattr(obj, "__dict__"):
         return False
     module = getattr(kind, "__module__", "") or ""
-    if module.startswith(("warp", "numpy", "builtins", "types", "ctypes")):
+    if module.startswith(("numpy", "builtins", "types", "ctypes")):
         return False
-    return kind.__name__ not in ("module", "function", "method")
+    if module.startswith("gradcheck.") and not module.startswith("gradcheck.scenarios"):
+        return False
+    from gradcheck.probes.warp_compat import is_tape, is_warp_runtime
+
+    return kind.__name__ not in ("module", "function", "method") and not is_warp_runtime(module) and not is_tape(obj)
 
 
 def _join(path: str, name: str) -> str:

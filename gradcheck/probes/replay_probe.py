@@ -47,11 +47,12 @@ def arrays_of(value, array_type):
             yield from arrays_of(field_value, array_type)
 
 
-def make_fingerprint_tape(start: dict | None = None):
+def make_fingerprint_tape(held: dict | None = None):
     """A wp.Tape that records, after each launch, the fingerprint of every array argument: ``tape.events``
     maps id(array) to [(launch index, "r" | "w", fingerprint)], ``tape.arrays`` id(array) to the array.
-    ``start``: id(array) → fingerprint before the forward, for the arrays known then (``tape.start``), so a
-    launch that changes an array passed in ``inputs=`` is seen writing it."""
+    ``held``: id → array of the arrays known before the forward; their fingerprints then (``tape.start``)
+    let a launch that changes an array passed in ``inputs=`` be seen writing it. The tape keeps them alive:
+    an id is only an identity while its object lives, and forward() may drop and reallocate arrays."""
     from gradcheck.probes.warp_compat import array_class, recording_tape
 
     array_type = array_class()
@@ -67,7 +68,9 @@ def make_fingerprint_tape(start: dict | None = None):
                     events.setdefault(key, []).append((index, kind, fingerprint(array)))
 
     tape = recording_tape(on_launch)
-    tape.events, tape.arrays, tape.start = events, arrays, dict(start or {})
+    tape.events, tape.arrays = events, arrays
+    tape.held = dict(held or {})  # alive as long as the tape: no array made during forward can take one of their ids
+    tape.start = {key: fingerprint(a) for key, a in tape.held.items()}
     return tape
 
 

@@ -54,6 +54,32 @@ def struct_type_class():
     return type(_Probe)
 
 
+_WARP_RUNTIME = (
+    "warp._src",  # 1.19 keeps the runtime here; older releases in the modules below
+    "warp.types",
+    "warp.context",
+    "warp.tape",
+    "warp.codegen",
+    "warp.utils",
+    "warp.render",
+    "warp.build",
+    "warp.config",
+)
+
+
+def is_warp_runtime(module: str) -> bool:
+    """Whether a class from ``module`` is Warp's machinery (devices, kernels, tapes, renderers), as opposed to
+    a program written with Warp (``warp.examples``, ``warp.sim``, ``warp.optim``)."""
+    return module == "warp" or module.startswith(_WARP_RUNTIME)
+
+
+def is_tape(value) -> bool:
+    """A ``wp.Tape`` (or a subclass, such as gradcheck's own recording tape)."""
+    import warp as wp
+
+    return isinstance(value, wp.Tape)
+
+
 def is_array(value) -> bool:
     import warp as wp
 
@@ -265,6 +291,15 @@ def kernel_launches(launches):
     for index, entry in enumerate(launches):
         if entry.__class__ is list:
             yield index, entry[LAUNCH_KERNEL], chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])
+
+
+def backward_disabled(kernel) -> bool:
+    """Whether the kernel was built with ``enable_backward=False`` (its own option, else its module's), as
+    Warp's Tape.backward itself decides when it warns."""
+    flag = (getattr(kernel, "options", None) or {}).get("enable_backward")
+    if flag is None:
+        flag = (getattr(getattr(kernel, "module", None), "options", None) or {}).get("enable_backward")
+    return flag is False
 
 
 def launch_kernel_names(launches) -> list[str]:
