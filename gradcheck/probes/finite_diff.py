@@ -173,8 +173,10 @@ class Judge:
 
     def _settled(self, steps: dict, size: float) -> Step | None:
         """The smaller-step estimate of two neighbouring steps tried (at most 10x apart) that agree within their
-        noise: truncation error changes ~100x over such a pair, so agreement means both are near the limit."""
-        tried = sorted(steps.values(), key=lambda s: -s.eps)
+        noise: truncation error changes ~100x over such a pair, so agreement means both are near the limit.
+        Only steps precise enough to judge count: a step whose noise is as large as the derivative agrees with
+        anything."""
+        tried = sorted((s for s in steps.values() if s.noise <= self._resolution(size)), key=lambda s: -s.eps)
         for a, b in zip(tried, tried[1:]):
             if (
                 a.eps <= 10.5 * b.eps
@@ -263,7 +265,9 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
             directions.append(judge.probe(f"direction {d + 1}", ad, delta, typical))
 
     elements = []
-    failed = options.auto_elements and any(p.rel_error >= options.warn for p in directions)
+    # elements sharpen a directional failure, and may decide where random directions could not (their largest
+    # entries have larger derivatives than a random direction sees, so the same noise hides less)
+    failed = options.auto_elements and any(p.rel_error >= options.warn or not p.converged for p in directions)
     if options.mode is FDMode.elements or failed:
         for _fam, members in group_by_family(keys, key=lambda k: k).items():
             # entries 100x smaller than the family's largest are judged against 1% of it

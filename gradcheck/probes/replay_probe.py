@@ -86,8 +86,9 @@ def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
 
     A launch reads the arrays passed in ``inputs=``; it writes those in ``outputs=`` and any argument whose
     contents it changed, whichever list it came in (Warp's examples update state in place through
-    ``inputs=``; the split is a convention). A launch that changes an array it reads is its own rewriter:
-    its adjoint will replay from the new values."""
+    ``inputs=``; the split is a convention). Only a later launch's write is a rewrite: a fingerprint cannot
+    tell a launch that reads an array and updates it in place from one that only accumulates into it
+    (``wp.atomic_add``) or overwrites it, and the last two are harmless."""
     from gradcheck.probes.warp_compat import launch_kernel_names, tape_launches
 
     pairs: dict[tuple[str, str, str], _Pair] = {}
@@ -102,10 +103,10 @@ def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
         writes = [(i, left) for i, _reads, wrote, _saw, left in accesses if wrote]
         if not writes:
             continue
-        for i, reads, wrote, seen, left in accesses:
+        for i, reads, _wrote, seen, _left in accesses:
             if not reads:
                 continue
-            later = (i, left) if wrote else next(((j, fp) for j, fp in writes if j > i), None)
+            later = next(((j, fp) for j, fp in writes if j > i), None)
             if later is None:
                 continue
             j, written = later
