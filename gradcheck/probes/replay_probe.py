@@ -31,7 +31,8 @@ def fingerprint(array) -> int:
     if not values.size:
         return 0
     if values.dtype.kind == "f":
-        values = values + values.dtype.type(0)  # IEEE: -0.0 + 0.0 == +0.0; every other value is unchanged
+        with np.errstate(invalid="ignore"):  # uninitialised memory may hold signalling NaNs: they stay NaN
+            values = values + values.dtype.type(0)  # IEEE: -0.0 + 0.0 == +0.0; every other value is unchanged
     return zlib.crc32(values.view(np.uint8).reshape(-1))
 
 
