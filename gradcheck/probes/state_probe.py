@@ -48,6 +48,10 @@ def carried_state(scenario, restore, held: dict, name_of) -> tuple[tuple[Carried
     runs = [_record(scenario, restore, held) for _ in range(2)]
     first, second = runs
     roots: dict[int, CarriedArray] = {}
+    first_use: dict[int, int] = {}  # id → index of the first launch that passed it
+    for index, (_kernel, args) in enumerate(first.launches):
+        for key, _fp, _kind in args:
+            first_use.setdefault(key, index)
     if len(first.launches) == len(second.launches):
         for index, ((kernel, args1), (_, args2)) in enumerate(zip(first.launches, second.launches)):
             if len(args1) != len(args2):
@@ -56,7 +60,7 @@ def carried_state(scenario, restore, held: dict, name_of) -> tuple[tuple[Carried
             for position, ((key, _after, kind), (key2, _, _)) in enumerate(zip(args1, args2)):
                 if key in roots or key not in held or key != key2 or first.start[key] == second.start[key]:
                     continue
-                if any(key == k for launch in first.launches[:index] for k, _, _ in launch[1]):
+                if first_use[key] != index:
                     continue  # not this array's first launch
                 how = _how(first, second, index, position, kind, args1, args2, differs)
                 if how is not None:
