@@ -191,14 +191,19 @@ class Judge:
         return NOISE_MARGIN * self.options.error * size
 
     def _precise(self, ad: float, step: Step, floor: float) -> bool:
-        return step.noise <= self._resolution(max(abs(ad), abs(step.fd), floor, 1e-30))
+        return step.noise <= self._resolution(self._size(ad, step, floor))
 
     @staticmethod
-    def _error(ad: float, step: Step, floor: float) -> float:
-        return max(abs(step.fd - ad) - step.noise, 0.0) / max(abs(ad), abs(step.fd), floor, step.noise, 1e-30)
+    def _size(ad: float, step: Step, floor: float) -> float:
+        """What a disagreement is measured against: the derivative's size, at least its typical size and noise."""
+        return max(abs(ad), abs(step.fd), floor, step.noise, 1e-30)
+
+    @classmethod
+    def _error(cls, ad: float, step: Step, floor: float) -> float:
+        return max(abs(step.fd - ad) - step.noise, 0.0) / cls._size(ad, step, floor)
 
     def _verdict(self, label, ad, step: Step, floor, converged: bool, steps: tuple) -> Probe:
-        size = max(abs(ad), abs(step.fd), floor, step.noise, 1e-30)
+        size = self._size(ad, step, floor)
         return Probe(
             label,
             ad,

@@ -17,7 +17,7 @@ are named.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gradcheck.model.trace import Rewrite
 
@@ -79,7 +79,6 @@ def make_fingerprint_tape(held: dict | None = None):
 class _Pair:
     count: int = 0
     changed: int = 0
-    names: set = field(default_factory=set)
 
 
 def analyse(tape, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:

@@ -166,8 +166,7 @@ def _matches_array_class():
 
 def struct_fields(instance):
     """(name, value, var) for each field of a struct instance."""
-    cls = instance._cls
-    for name, var in cls.vars.items():
+    for name, var in struct_vars(instance):
         yield name, getattr(instance, name), var
 
 
