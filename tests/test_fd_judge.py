@@ -110,3 +110,57 @@ def test_noise_floor_is_reported_instead_of_zero():
     fd = FDResult(mode="fast", directions=(probe,))
     assert fd.max_direction_error < fd.noise_floor or fd.max_direction_error > 0
     assert fd.noise_floor > 0 and math.isfinite(fd.noise_floor)
+
+
+class Kinked(Line):
+    """A piecewise-smooth loss like a contact's: slope G far away, G + B near the base point, the change over a
+    width a chosen so that central differences at 1e-2 and 3e-2 both give exactly G (sin(h/a) = 0 at both)."""
+
+    def __init__(self, g_far: float, bump: float):
+        super().__init__(c=9.1, g=g_far, k=0.0, sigma=0.0)
+        self.bump, self.width = bump, 1e-2 / math.pi
+
+    def loss(self, delta: dict) -> float:
+        t = float(delta["x"][0]) if delta else 0.0
+        return super().loss(delta) + self.bump * self.width * math.sin(t / self.width)
+
+
+def test_two_large_steps_across_a_kink_are_not_the_derivative():
+    """Newton's diffsim ball, measured: -0.156 at steps 1e-2 and 3e-2 (they agree), -0.399 at every step from 3e-3
+    down, and the tape says -0.399. Agreeing large steps are not convergence when smaller ones say otherwise."""
+    line = Kinked(g_far=-0.15, bump=-0.25)
+    probe = judge(line, ad=-0.40)
+    assert probe.rel_error < FDOptions().warn and probe.converged, probe
+    assert min(s.eps for s in probe.steps) < 1e-3  # decided at the small steps
+    # a wrong tape is never passed; only two small steps agree on the truth here (the third is still on the
+    # bump), which is not the three a disagreement needs, so it is "no verdict" rather than an error
+    wrong = judge(Kinked(g_far=-0.15, bump=-0.25), ad=-0.80)
+    assert not wrong.converged and wrong.rel_error > 0.4, wrong
+    assert _check(wrong).severity == Severity.INFO
+
+
+class Vee(Line):
+    """f(x0 + t) = c + g t + j |t|: a kink at the params (a contact at rest, a back-trace on a grid node)."""
+
+    def __init__(self, g: float, j: float):
+        super().__init__(c=0.46, g=g, k=0.0, sigma=0.0)
+        self.j = j
+
+    def loss(self, delta: dict) -> float:
+        t = float(delta["x"][0]) if delta else 0.0
+        return super().loss(delta) + self.j * abs(t)
+
+
+def test_a_kink_at_the_params_is_no_verdict_and_names_both_sides():
+    probe = judge(Vee(g=0.001, j=0.004), ad=0.005)  # the tape gives the right side's derivative
+    assert not probe.converged and probe.kink is not None
+    left, right = probe.kink
+    assert abs(left + 0.003) < 1e-4 and abs(right - 0.005) < 1e-4
+    finding = _check(probe)
+    assert finding.severity == Severity.INFO and "kink" in finding.message and "right side" in finding.message
+
+
+def test_curvature_is_not_a_kink():
+    """A smooth loss's one-sided differences differ too (by f'' eps), but the gap shrinks with the step."""
+    probe = judge(Line(c=0.5, g=2.0, k=40.0, sigma=0.0), ad=1.0)
+    assert probe.kink is None and probe.converged and probe.rel_error > 0.4

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import by_check, cli, cli_json, run_scenario
+from conftest import SCENARIOS, by_check, cli, cli_json, run_scenario
 
 from gradcheck.engine.pipeline import run
 from gradcheck.model.exit_codes import ExitCode
@@ -124,8 +124,10 @@ def test_stateful_forward_names_the_array_that_carries_the_state(fault, carrier,
     assert stateful.evidence["carried"] == [stateful.evidence["carried"][0]]  # the root only, not what it fed
     assert stateful.evidence["carried"][0]["how"] == how
     assert len(set(stateful.evidence["losses"])) > 1
-    # the finite differences would compare two different functions: skipped, and saying why
-    assert "not a function of the params" in result.fd.skipped and not by_check(result.findings, "fd-mismatch")
+    # the finite differences start every rollout from the state the first pass started from (the carrier put
+    # back), so they measure the function the tape differentiated, and agree with it
+    assert result.fd.skipped is None and result.fd.restored_arrays > 0
+    assert not by_check(result.findings, "fd-mismatch")
     # gradient differences across passes follow from it: never blamed on the zero step as an error
     assert all(f.severity < Severity.ERROR for f in by_check(result.findings, "accumulation"))
 
@@ -136,3 +138,14 @@ def test_a_forward_that_resets_its_state_is_not_stateful():
     result, _ = run_scenario("spring-chain", passes=3)
     assert not by_check(result.findings, "stateful-forward")
     assert len(set(result.losses)) == 1 and result.fd.skipped is None and result.fd.converged
+
+
+def test_state_outside_arrays_skips_the_finite_differences_and_says_why():
+    """A Python attribute carries the state: the arrays put back before each rollout cannot undo it, so the
+    loss at the same params still differs and the finite differences are skipped, never misjudged."""
+    result, _ = run_scenario(str(SCENARIOS / "python_clock.py"), passes=3)
+    (stateful,) = by_check(result.findings, "stateful-forward")
+    assert len(set(stateful.evidence["losses"])) == 3
+    assert "not a function of the params" in result.fd.skipped
+    assert "arrays it holds restored" in result.fd.skipped
+    assert not by_check(result.findings, "fd-mismatch")

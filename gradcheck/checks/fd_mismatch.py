@@ -33,6 +33,12 @@ in the JSON is the smallest disagreement the noise lets the check see; an error 
 Not a verdict on the gradient:
 - "finite differences did not settle" (info): no two step sizes agreed; the loss is too noisy or too non-smooth
   along that probe (contacts, clamps, branches). Try --fd elements, or a shorter horizon.
+- "the loss has a kink at the params" (info): the one-sided differences stay apart at every small step, so the
+  derivative does not exist there (a contact exactly at rest, a zero velocity putting a semi-Lagrangian back-trace
+  on a grid node, max/clamp/floor at its switch). The tape returns one side's derivative, central differences the
+  average; neither is wrong.
+- Steps that straddle a kink farther away can agree on a value that is not the derivative (two large steps across
+  a contact): a disagreement is only judged at the smallest steps the noise allows.
 - "forward() is not a function of the params" (see stateful-forward): state carried between calls (an accumulator
   not cleared, a start state overwritten, a clock not reset) makes the loss differ at the same params, and the
   finite differences are skipped.
@@ -63,7 +69,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         return (_mismatch(fd, [p for p in fd.directions if p.converged], [p for p in fd.elements if p.converged]),)
     unsettled = [p for p in fd.probes if not p.converged]
     if unsettled:  # the rest agreed, but part of the check had no verdict: say so rather than imply it passed
-        return (_unsettled(fd, max(unsettled, key=lambda p: p.rel_error)),)
+        return (_unsettled(fd, max(unsettled, key=lambda p: (p.kink is not None, p.rel_error))),)
     return ()
 
 
@@ -98,6 +104,8 @@ def _mismatch(fd, directions: list[Probe], elements: list[Probe]) -> Finding:
 
 
 def _unsettled(fd, probe: Probe) -> Finding:
+    if probe.kink is not None:
+        return _kink(fd, probe)
     estimates = ", ".join(f"{s.fd:.4g} (eps {s.eps:g})" for s in probe.steps)
     return Finding(
         check=NAME,
@@ -111,6 +119,37 @@ def _unsettled(fd, probe: Probe) -> Finding:
         hint="the loss is too noisy or not smooth along this probe; try --fd elements or a shorter horizon",
         evidence=_evidence(fd),
     )
+
+
+def _kink(fd, probe: Probe) -> Finding:
+    left, right = probe.kink
+    side = _side(probe.ad, left, right)
+    return Finding(
+        check=NAME,
+        severity=Severity.INFO,
+        subject=probe.label,
+        message=(
+            f"the loss has a kink at the params along this probe, so it has no derivative there to check: one-sided "
+            f"derivatives {left:.6g} (left) and {right:.6g} (right) at every small step, central differences "
+            f"{probe.fd:.6g}, tape {probe.ad:.6g}"
+            + (f" (the {side} side's, as floor/max/clamp/contact branches give)" if side else "")
+        ),
+        hint=(
+            "nothing to fix when the kink is real (a contact at rest, a grid-node back-trace, a clamp at its bound); "
+            "move the params off it (e.g. a small nonzero initial value) to get a verdict"
+        ),
+        evidence=_evidence(fd),
+    )
+
+
+def _side(ad: float, left: float, right: float) -> str | None:
+    """Which one-sided derivative the tape's value is (within 5% of the gap between them), if either."""
+    close = 0.05 * abs(right - left)
+    if abs(ad - right) <= close:
+        return "right"
+    if abs(ad - left) <= close:
+        return "left"
+    return None
 
 
 def _settled(probe: Probe) -> str:
@@ -144,4 +183,5 @@ def _probe(p: Probe) -> dict:
         "noise_floor": p.noise_floor,
         "converged": p.converged,
         "steps": [{"eps": s.eps, "fd": s.fd, "noise": s.noise} for s in p.steps],
+        "kink": list(p.kink) if p.kink else None,
     }

@@ -46,8 +46,33 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     findings = []
     for fam, members in group_by_family(latest.values(), key=lambda s: s.subject).items():
         worst = max(members, key=lambda s: s.norm)
-        findings.append(_finding(trace, fam, members, worst, first_seen[worst.subject], history[worst.subject]))
+        finding = _finding(trace, fam, members, worst, first_seen[worst.subject], history[worst.subject])
+        findings.append(_harmless(finding) if _refilled(trace, members, first_seen) else finding)
     return tuple(findings)
+
+
+def _refilled(trace: Trace, members: list[Survivor], first_seen: dict[str, int]) -> bool:
+    """Every later backward left these leftovers bit-identical: it refills them with the same values (a seed the
+    scenario's backward writes with fill_ or copy) or never touches them, so nothing accumulated in them here."""
+    later = [r for r in trace.passes if r.index > min(first_seen[s.subject] for s in members)]
+    return bool(later) and all(s.subject in r.kept_by_backward for r in later for s in members)
+
+
+def _harmless(finding: Finding) -> Finding:
+    from dataclasses import replace
+
+    message = finding.message.replace(
+        "the next backward that touches it adds to it",
+        "every later backward left it exactly as it was (it refills it, or never writes it), so nothing "
+        "accumulated in this program",
+    )
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=message,
+        hint="harmless as this program runs; zero it too if another backward could add to it",
+        evidence={**finding.evidence, "refilled_by_backward": True},
+    )
 
 
 def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float]):

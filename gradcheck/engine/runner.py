@@ -30,10 +30,11 @@ from gradcheck.model.trace import (
     losses_repeat,
 )
 from gradcheck.probes.allocations import AllocationLedger
-from gradcheck.probes.finite_diff import run_fd
+from gradcheck.probes.finite_diff import StateSnapshot, run_fd
 from gradcheck.probes.gradients import GradientReader, equality_tolerance
 from gradcheck.probes.naming import ArrayNames, label_launch_arguments, walk
 from gradcheck.probes.reachability import LaunchLabel, reachable_gradients
+from gradcheck.probes.replay_probe import fingerprint
 from gradcheck.probes.stats import StatsPlan
 from gradcheck.probes.struct_audit import Observation, StructAuditor, pointer_issue
 from gradcheck.probes.warp_compat import (
@@ -84,6 +85,8 @@ def run_passes(
             _call(name, "setup", scenario.setup, device, fault=fault, **options)
             params = _params(scenario, name)
             snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
+            # the state the first pass starts from, for finite-difference rollouts to start from too
+            state = _state_snapshot(scenario, params) if fd is not None and fd.mode is not FDMode.off else None
             value_norms = _value_norms(snapshots)
             with _frozen_heap():
                 loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
@@ -93,7 +96,7 @@ def run_passes(
             params = _params(scenario, name)
             repeats = losses_repeat([r.loss for r in loop.records], tolerance)
             carried = None if repeats else _carried_state(scenario, name, params, snapshots)
-            fd_result = _finite_differences(scenario, name, params, snapshots, loop, fd)
+            fd_result = _finite_differences(scenario, name, params, snapshots, state, loop, fd)
             replay_result = _replay(scenario, name, device, snapshots, loop, tolerance) if replay else None
     finally:
         if own_ledger:
@@ -162,6 +165,9 @@ class _PassLoop:
         self.subjects: dict[str, str] = {}
         self.records: list[PassRecord] = []
         self.no_backward_kernels: tuple[str, ...] = ()  # read on pass 1: gradients do not flow through these
+        self.residue: dict = {}  # the last zero audit's survivors: subject → (gradient buffer, fingerprint)
+        # did backward run on the tape gradcheck recorded? A scenario's own backward may use its own tapes instead
+        self.tape_backward_ran = False
 
     def run_pass(self, index: int, passes: int) -> None:
         import warp as wp
@@ -187,8 +193,12 @@ class _PassLoop:
             )
         seeds: tuple = ()
         if not dangling:
-            seeds = _backward(scenario, name, tape, loss)
+            seeds, ran = _backward(scenario, name, tape, loss)
+            self.tape_backward_ran = self.tape_backward_ran or ran
         wp.synchronize_device(device)
+        # the last pass's survivors that this backward left bit-identical: refilled with the same values (a seed
+        # the scenario's backward fills) or not touched; either way nothing accumulated in them
+        kept = tuple(s for s, (grad, fp) in self.residue.items() if not dangling and fingerprint(grad) == fp)
         params = _params(scenario, name)
         unknown = [key for key in params if key not in self.stats]
         if unknown:
@@ -219,7 +229,9 @@ class _PassLoop:
         # the default backward re-seeds loss.grad with fill_(1.0), so a leftover there cannot accumulate
         reseeded = loss.grad if not callable(getattr(scenario, "backward", None)) else None
         seeded = {seed.grad.ptr for seed in seeds if seed.grad is not None}
-        survivors, audited = _zero_audit(reachable, lazy, device, self.audit_plan, skip=reseeded, seeded=seeded)
+        survivors, audited, self.residue = _zero_audit(
+            reachable, lazy, device, self.audit_plan, skip=reseeded, seeded=seeded
+        )
         pointer_issues = tuple(pointer_issue(o) for o in observations)
         self.records.append(
             PassRecord(
@@ -232,6 +244,7 @@ class _PassLoop:
                 pointer_issues=pointer_issues,
                 backward_skipped=skipped,
                 clip_total=clip_total,
+                kept_by_backward=kept,
             )
         )
         if self.progress is not None:
@@ -270,14 +283,23 @@ class _PassLoop:
         return StructAuditor(names, self.ledger).audit(roots)
 
 
-def _finite_differences(scenario, name, params, snapshots, loop, options: FDOptions | None):
-    """FD check against the first pass's gradients (device copies kept by the reader)."""
+def _finite_differences(scenario, name, params, snapshots, state, loop, options: FDOptions | None):
+    """FD check against the first pass's gradients (device copies kept by the reader), with every rollout
+    starting from the state the first pass started from (``state``, see _state_snapshot)."""
     if options is None or options.mode is FDMode.off:
         return None
     if any(r.backward_skipped for r in loop.records):
         return FDResult(mode=options.mode.value, skipped="backward was not launched (see dangling-adjoint)")
     grads = {key: ref.numpy().astype("float64") for key, ref in loop.reader.references().items() if key in params}
-    return _call(name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options)
+    first_loss = loop.records[0].loss if loop.records else None
+    try:
+        return _call(
+            name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options, state, first_loss
+        )
+    finally:  # leave the program as the first pass found it
+        if state is not None:
+            state.restore()
+        _restore(params, snapshots)
 
 
 def _carried_state(scenario, name, params, snapshots):
@@ -290,6 +312,36 @@ def _carried_state(scenario, name, params, snapshots):
         name, "forward (state probe)", carried_state, scenario, lambda: _restore(params, snapshots), held, names.name
     )
     return roots
+
+
+STATE_BUDGET_BYTES = 512 * 2**20  # copies of the program's state kept for finite differences, at most
+
+
+def _state_snapshot(scenario, params: dict) -> StateSnapshot:
+    """Copies of every array the scenario holds (params and gradients aside), taken before the first pass.
+
+    The pass-1 gradient is the derivative of the loss *from this state*. A forward may change state it does
+    not rebuild: Warp's checkpointed fluid example copies each segment's end into the start arrays
+    (``density_arrays[0]``), which its own backward puts back, so forward-only rollouts would each start from
+    where the last one ended. Restoring this state before every rollout makes finite differences compare the
+    function the tape differentiated. Over the budget nothing is copied and the FD result says so."""
+    held = _held_arrays(scenario, params)
+    total = sum(max(int(getattr(a, "capacity", 0) or 0), 0) for a in held.values())
+    if total > STATE_BUDGET_BYTES:
+        budget = STATE_BUDGET_BYTES // 2**20
+        return StateSnapshot(
+            (),
+            f"not restored between rollouts: the program holds {total / 2**20:.0f} MiB of arrays, over the {budget} MiB kept for copies",
+        )
+    import warp as wp
+
+    pairs = []
+    for array in held.values():
+        try:
+            pairs.append((array, wp.clone(array, requires_grad=False)))
+        except Exception:  # noqa: BLE001 - an array Warp cannot clone (exotic dtype, foreign memory) stays as is
+            continue
+    return StateSnapshot(tuple(pairs), None)
 
 
 def _held_arrays(scenario, params: dict, names: ArrayNames | None = None) -> dict:
@@ -312,6 +364,11 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
 
     if any(r.backward_skipped for r in loop.records):
         return ReplayResult(skipped="backward was not launched (see dangling-adjoint)")
+    if not loop.tape_backward_ran:
+        return ReplayResult(
+            skipped="the scenario's backward never runs backward on the tape of forward() (it records its own "
+            "tapes, e.g. checkpointed segments), so rewrites on that tape cannot reach the gradient"
+        )
     with wp.ScopedDevice(device):
         params = _params(scenario, name)
         _restore(params, snapshots)
@@ -439,11 +496,11 @@ class _LazyNames:
         return self._names
 
 
-def _zero_audit(
-    buffers, names: _LazyNames, device: str, plan, skip=None, seeded=frozenset()
-) -> tuple[tuple[Survivor, ...], int]:
-    """Every reachable gradient buffer must be zero now: one stats launch over all of them."""
-    survivors = []
+def _zero_audit(buffers, names: _LazyNames, device: str, plan, skip=None, seeded=frozenset()):
+    """Every reachable gradient buffer must be zero now: one stats launch over all of them. Returns the
+    survivors, the number of buffers audited, and subject → (buffer, fingerprint) of the survivors, for the next
+    pass to see whether its backward added to them."""
+    survivors, residue = [], {}
     table = plan.table(buffers.grads, device=device)
     for i in table.nonzero_indices():
         stats = table.row(i)
@@ -462,20 +519,24 @@ def _zero_audit(
                 seeded=grad.ptr in seeded,
             )
         )
-    return tuple(survivors), len(buffers)
+        residue[survivors[-1].subject] = (grad, fingerprint(grad))
+    return tuple(survivors), len(buffers), residue
 
 
-def _backward(scenario, name, tape, loss) -> tuple:
-    """Run the scenario's backward (or ``tape.backward(loss)``); returns the arrays it seeded with
-    ``tape.backward(grads=...)``, whose gradients the zero step must clear as well (warp#407)."""
+def _backward(scenario, name, tape, loss) -> tuple[tuple, bool]:
+    """Run the scenario's backward (or ``tape.backward(loss)``). Returns the arrays it seeded with
+    ``tape.backward(grads=...)``, whose gradients the zero step must clear as well (warp#407), and whether
+    backward ran on this tape at all (a checkpointing scenario records and runs its own tapes instead)."""
     if not callable(getattr(scenario, "backward", None)):
         _check_loss(name, loss)
         _call(name, "backward", tape.backward, loss)
-        return ()
+        return (), True
     seeds: dict[int, object] = {}
+    calls = []
     original = tape.backward
 
     def recording(*args, **kwargs):
+        calls.append(True)
         grads = kwargs.get("grads", args[1] if len(args) > 1 else None)
         for array in grads or {}:
             seeds[id(array)] = array
@@ -486,7 +547,7 @@ def _backward(scenario, name, tape, loss) -> tuple:
         _call(name, "backward", scenario.backward, tape, loss)
     finally:
         del tape.backward
-    return tuple(seeds.values())
+    return tuple(seeds.values()), bool(calls)
 
 
 def _check_loss(name: str, loss) -> None:

@@ -91,6 +91,8 @@ def _fd_summary(trace: Trace) -> FDSummary | None:
         noise_floor=fd.noise_floor,
         noise_level=fd.noise_level,
         converged=fd.converged,
+        restored_arrays=fd.restored_arrays,
+        state_note=fd.state_note,
     )
 
 

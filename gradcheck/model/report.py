@@ -72,6 +72,8 @@ class FDSummary:
     noise_floor: float = 0.0  # errors below this are invisible under the loss's noise: 0.0 error means "below"
     noise_level: float | None = None  # sigma of the loss's computational noise, when a disagreement measured it
     converged: bool = True  # every probe's finite difference settled (False: part of the check had no verdict)
+    restored_arrays: int = 0  # program arrays put back to the first pass's start before each rollout
+    state_note: str | None = None  # why they were not (over the memory budget)
 
     def to_dict(self) -> dict:
         return {
@@ -83,6 +85,8 @@ class FDSummary:
             "converged": self.converged,
             "rollouts": self.rollouts,
             "skipped": self.skipped,
+            "restored_arrays": self.restored_arrays,
+            "state_note": self.state_note,
         }
 
 

@@ -96,6 +96,7 @@ class PassRecord:
     pointer_issues: tuple[PointerIssue, ...] = ()
     backward_skipped: str | None = None  # why backward was not launched on this pass
     clip_total: tuple[float, float] | None = None  # --clip-norm: global norm (before, after)
+    kept_by_backward: tuple[str, ...] = ()  # the last pass's survivors this pass's backward left bit-identical
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Step:
     eps: float
     fd: float
     noise: float  # derivative units: what the loss's noise alone can move this estimate by
+    behind: float | None = None  # one-sided differences (f(x) - f(x - eps)) / eps and (f(x + eps) - f(x)) / eps
+    ahead: float | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ class Probe:
     noise_floor: float = 0.0  # noise / the derivative's size: disagreements below this cannot be seen
     converged: bool = True  # estimates at two steps agreed within their noise (or the first step agreed with AD)
     steps: tuple[Step, ...] = ()  # every step tried, in order
+    # (left, right) one-sided derivatives when the loss has a kink at the params along this probe (then no verdict)
+    kink: tuple[float, float] | None = None
 
     @property
     def inconclusive(self) -> bool:
@@ -152,6 +157,8 @@ class FDResult:
     error: float = 1e-1
     noise_level: float | None = None  # sigma of the loss's computational noise (ECnoise), when it was measured
     repeat_loss: float | None = None  # the unperturbed loss evaluated again: it must equal `loss`
+    restored_arrays: int = 0  # program arrays (params aside) put back to the first pass's start before each rollout
+    state_note: str | None = None  # why the program's arrays were not kept (over the memory budget)
 
     @property
     def max_direction_error(self) -> float:

@@ -20,8 +20,11 @@ by ~0.4). So:
 3. Steps are taken from a ladder around 1e-2, only those whose noise error (2 sigma / eps) is well below
    the band being judged, until two neighbouring steps agree within their noise (convergence). Smaller
    steps after a disagreement are not trusted blindly: on noisy programs they make it worse.
-4. A disagreement counts only beyond the noise, and only when FD converged; a probe that never settles
-   is "no verdict", never an error. A probe costs at most ~30 rollouts.
+4. An agreement counts at the first pair that settles. A disagreement counts only beyond the noise, only when
+   three consecutive precise steps agree on it, and only at the smallest steps that can judge it: losses of
+   real programs are piecewise smooth (contacts, clamps, look-ups), and two steps across kinks can agree on
+   a value that is not the derivative. A probe that never settles is "no verdict", never an error. A probe costs at most ~36
+   rollouts (8-24 of them measure the noise, once per run).
 
 Before any of it, the unperturbed loss must repeat: a forward that is not a function of the params
 (state carried between calls) makes every difference meaningless. Forward rollouts run without a tape,
@@ -31,6 +34,7 @@ and every param is restored after every rollout, also those the perturbed forwar
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 from gradcheck.model.options import FDMode, FDOptions
 from gradcheck.model.paths import group_by_family
@@ -39,20 +43,38 @@ from gradcheck.probes.warp_compat import is_float_array
 
 FIRST_EPS = 1e-2
 # steps tried after a disagreement, nearest to FIRST_EPS first; neighbours in LADDER must agree to converge
-LADDER = (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4)
-NOISE_EPS = (1e-4, 1e-6, 1e-2)  # ECnoise spacings: the first, then smaller (too smooth) or larger (too flat)
+LADDER = (3e-1, 1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4)
+NOISE_EPS = 1e-4  # the first ECnoise spacing; then x10 while too flat, /100 when too smooth
+NOISE_EPS_MIN, NOISE_EPS_MAX = 1e-6, 1e-2
 NOISE_POINTS = 9  # the base point and 8 rollouts
 F32_EPS = 1.2e-7
 NOISE_MARGIN = 0.5  # a step is usable when its noise error is below this fraction of the error band
 
 
-class Rollouts:
-    """Forward rollouts at perturbed param values; every param is restored after every rollout."""
+@dataclass(frozen=True)
+class StateSnapshot:
+    """The program's arrays (params aside) as they were when the first pass started, and their copies; or why
+    none were kept (``note``)."""
 
-    def __init__(self, scenario, params: dict, snapshots: dict):
+    pairs: tuple = ()  # (array, copy)
+    note: str | None = None
+
+    def restore(self) -> None:
+        import warp as wp
+
+        for array, copy in self.pairs:
+            wp.copy(array, copy)
+
+
+class Rollouts:
+    """Forward rollouts at perturbed param values, each from the same state: the program's state (when it was
+    kept) and then every param are restored before every rollout, and the params again after it."""
+
+    def __init__(self, scenario, params: dict, snapshots: dict, state: StateSnapshot | None = None):
         import numpy as np
 
         self.scenario, self.params, self.snapshots = scenario, params, snapshots
+        self.state = state or StateSnapshot()
         self.x0 = {k: np.asarray(snapshots[k].numpy(), dtype=np.float64) for k in params}
         self.count = 0
         self.output_size = 1  # scalars in what forward() returned, at the last rollout
@@ -61,8 +83,9 @@ class Rollouts:
         import numpy as np
         import warp as wp
 
-        # every param from its snapshot first, not only the perturbed ones: forward() or after_backward() may
-        # have overwritten any of them (a start state, an optimizer step)
+        # the state first (a copy of it may alias a param: an optimizer's flattened view), then every param from
+        # its snapshot, not only the perturbed ones: forward() or after_backward() may have overwritten any of them
+        self.state.restore()
         for key, param in self.params.items():
             if key not in delta:
                 wp.copy(param, self.snapshots[key])
@@ -80,21 +103,27 @@ class Rollouts:
             for key in delta:
                 wp.copy(self.params[key], self.snapshots[key])
 
-    def central(self, delta: dict, eps: float, sigma: float = 0.0) -> Step:
+    def central(self, delta: dict, eps: float, sigma: float = 0.0, base: float | None = None) -> Step:
         """The derivative along ``delta`` at step ``eps``, with the noise bound of that estimate: the rounding
-        of the float32 loss, or 2 sigma / eps once the loss's noise sigma is known."""
+        of the float32 loss, or 2 sigma / eps once the loss's noise sigma is known. With ``base`` (the loss at
+        the params) also the two one-sided differences, which tell a kink from curvature."""
         up = self.loss({k: eps * d for k, d in delta.items()})
         down = self.loss({k: -eps * d for k, d in delta.items()})
         rounding = 2 * F32_EPS * max(abs(up), abs(down)) / (2 * eps)
-        return Step(eps, (up - down) / (2 * eps), max(rounding, 2 * sigma / eps))
+        behind, ahead = ((base - down) / eps, (up - base) / eps) if base is not None else (None, None)
+        return Step(eps, (up - down) / (2 * eps), max(rounding, 2 * sigma / eps), behind, ahead)
 
     def noise(self, delta: dict, base: float) -> float | None:
         """sigma of the loss's computational noise along ``delta`` (ECnoise), or None when no spacing gave a
-        consistent estimate. Up to three spacings of 8 rollouts each; usually one."""
+        consistent estimate. Up to three spacings of 8 rollouts each, usually one: from NOISE_EPS, larger while
+        the loss does not change at that spacing ("too flat": below its float32 resolution), smaller when no
+        order of the table is noise ("too smooth")."""
         import numpy as np
 
         half = NOISE_POINTS // 2
-        for h in NOISE_EPS:
+        h, tried = NOISE_EPS, 0
+        while tried < 3 and NOISE_EPS_MIN <= h <= NOISE_EPS_MAX:
+            tried += 1
             values = [
                 base if i == half else self.loss({k: (i - half) * h * d for k, d in delta.items()})
                 for i in range(NOISE_POINTS)
@@ -102,8 +131,7 @@ class Rollouts:
             sigma, verdict = ecnoise(np.asarray(values, dtype=np.float64))
             if sigma is not None:
                 return sigma
-            if verdict == "too flat" and h < NOISE_EPS[0]:
-                break  # smaller spacings only get flatter
+            h = h * 10 if verdict == "too flat" else h / 100
         return None
 
 
@@ -142,15 +170,16 @@ class Judge:
         self.rollouts, self.base, self.options = rollouts, base, options
         self.sigma: float | None = None
         self._sigma_measured = False
+        self._measured_along: dict | None = None  # the probe the noise was measured along
 
     def probe(self, label: str, ad: float, delta: dict, floor: float) -> Probe:
         """``floor`` is the size a derivative of this kind typically has, so a direction nearly orthogonal to
         the gradient (or a tiny entry) is not judged against its own near-zero value."""
-        first = self.rollouts.central(delta, FIRST_EPS, self.sigma or 0.0)
+        first = self.rollouts.central(delta, FIRST_EPS, self.sigma or 0.0, self.base)
         if self._error(ad, first, floor) < self.options.warn and self._precise(ad, first, floor):
             return self._verdict(label, ad, first, floor, True, (first,))
         if not self._sigma_measured:
-            self._sigma_measured = True
+            self._sigma_measured, self._measured_along = True, delta
             self.sigma = self.rollouts.noise(delta, self.base)
         sigma = self.sigma
         size = max(abs(ad), abs(first.fd), floor, 1e-30)
@@ -159,31 +188,95 @@ class Judge:
         else:
             smallest = 2 * sigma / self._resolution(size)
             usable = tuple(h for h in LADDER if h >= smallest)
-        first = Step(first.eps, first.fd, max(first.noise, 2 * (sigma or 0.0) / first.eps))
+        first = replace(first, noise=max(first.noise, 2 * (sigma or 0.0) / first.eps))
         steps = {FIRST_EPS: first}
         for eps in sorted(usable, key=lambda h: abs(math.log(h / FIRST_EPS))):
             if eps not in steps:
-                steps[eps] = self.rollouts.central(delta, eps, sigma or 0.0)
+                steps[eps] = self.rollouts.central(delta, eps, sigma or 0.0, self.base)
             settled = self._settled(steps, size)
-            if settled is not None:
+            if settled is not None and self._error(ad, settled, floor) < self.options.warn:
                 return self._verdict(label, ad, settled, floor, True, tuple(steps.values()))
+        verdict = self._final(label, ad, steps, size, floor)
+        if verdict.converged and verdict.rel_error >= self.options.warn and self._measured_along is not delta:
+            # a disagreement is about to be reported, but the noise was measured along another probe, and one
+            # ECnoise estimate is good to a factor of ~2: measure it along this one too and keep the larger
+            here = self.rollouts.noise(delta, self.base)
+            if here is not None and here > (self.sigma or 0.0):
+                self.sigma = here
+                steps = {e: replace(st, noise=max(st.noise, 2 * here / e)) for e, st in steps.items()}
+                verdict = self._final(label, ad, steps, size, floor)
+        return verdict
+
+    def _final(self, label: str, ad: float, steps: dict, size: float, floor: float) -> Probe:
+        """The verdict once every usable step was tried and none settled on the tape's value."""
         tried = tuple(steps.values())
+        for settled in self._settled_all(steps, size):
+            if self._error(ad, settled, floor) < self.options.warn:
+                return self._verdict(label, ad, settled, floor, True, tried)
+        limit = self._limit(steps, size)
+        if limit is not None:
+            kink = self._kink(steps, size)
+            return self._verdict(label, ad, limit, floor, kink is None, tried, kink)
         last = min(tried, key=lambda s: self._error(ad, s, floor))  # the closest estimate, for the record
         return self._verdict(label, ad, last, floor, False, tried)
 
+    def _precise_steps(self, steps: dict, size: float) -> list[Step]:
+        """Steps precise enough to judge, largest first: a step whose noise is as large as the derivative agrees
+        with anything."""
+        return sorted((s for s in steps.values() if s.noise <= self._resolution(size)), key=lambda s: -s.eps)
+
+    def _agree(self, a: Step, b: Step, size: float) -> bool:
+        return abs(a.fd - b.fd) <= a.noise + b.noise + NOISE_MARGIN * self.options.warn * size
+
     def _settled(self, steps: dict, size: float) -> Step | None:
-        """The smaller-step estimate of two neighbouring steps tried (at most 10x apart) that agree within their
-        noise: truncation error changes ~100x over such a pair, so agreement means both are near the limit.
-        Only steps precise enough to judge count: a step whose noise is as large as the derivative agrees with
-        anything."""
-        tried = sorted((s for s in steps.values() if s.noise <= self._resolution(size)), key=lambda s: -s.eps)
-        for a, b in zip(tried, tried[1:]):
+        """The smaller-step estimate of the first two neighbouring precise steps (at most 10x apart) that agree
+        within their noise: truncation error changes ~100x over such a pair, so for a smooth loss agreement
+        means both are near the limit."""
+        return next(iter(self._settled_all(steps, size)), None)
+
+    def _settled_all(self, steps: dict, size: float) -> list[Step]:
+        """The smaller-step estimates of every such pair, largest steps first."""
+        tried = self._precise_steps(steps, size)
+        return [b for a, b in zip(tried, tried[1:]) if a.eps <= 10.5 * b.eps and self._agree(a, b, size)]
+
+    def _limit(self, steps: dict, size: float) -> Step | None:
+        """The derivative FD converges to as the step shrinks, or None when that is undecided: the evidence a
+        disagreement needs. Losses of real programs are only piecewise smooth (contacts, clamps, max, bilinear
+        look-ups): two steps that straddle kinks can agree by coincidence on a value that is not the derivative
+        (Newton's ball: -0.156 at steps 1e-2 and 3e-2, -0.399 at every step below 3e-3; Warp's fluid: 0.00344 at
+        two steps, 0.00362 between them). So the limit is the smallest of three consecutive precise steps that
+        agree (a smooth loss's truncation error changes ~10x per step of the ladder: three agreeing estimates
+        leave no room for it), and only when no smaller precise step contradicts it."""
+        tried = self._precise_steps(steps, size)
+        for i in range(len(tried) - 1, 1, -1):
+            a, b, c = tried[i - 2], tried[i - 1], tried[i]
             if (
                 a.eps <= 10.5 * b.eps
-                and abs(a.fd - b.fd) <= a.noise + b.noise + NOISE_MARGIN * self.options.warn * size
+                and b.eps <= 10.5 * c.eps
+                and self._agree(a, b, size)
+                and self._agree(b, c, size)
+                and self._agree(a, c, size)
             ):
-                return b
+                return c if all(self._agree(c, s, size) for s in tried[i + 1 :]) else None
         return None
+
+    def _kink(self, steps: dict, size: float) -> tuple[float, float] | None:
+        """(left, right) derivatives when the loss has a kink at the params along this probe, else None.
+
+        For a smooth loss the two one-sided differences differ by f'' eps: the gap shrinks with the step. At a
+        kink (a contact exactly at rest, a velocity that puts a semi-Lagrangian back-trace exactly on a grid
+        node, max/clamp/floor at its switch) it stays as large at every step: the derivative does not exist,
+        the tape returns the derivative of one side, central differences their average, and neither is wrong.
+        Decided on the two smallest precise steps: the gap beyond their noise, no smaller than half of the
+        larger step's, and large enough to move a verdict."""
+        tried = [s for s in self._precise_steps(steps, size) if s.ahead is not None and s.behind is not None]
+        if len(tried) < 2:
+            return None
+        a, b = tried[-2], tried[-1]
+        gap_a, gap_b = a.ahead - a.behind, b.ahead - b.behind
+        if abs(gap_b) <= 2 * (a.noise + b.noise) + self.options.warn * size or abs(gap_b) < 0.5 * abs(gap_a):
+            return None
+        return (b.behind, b.ahead)
 
     def _resolution(self, size: float) -> float:
         """The noise an estimate may carry and still tell an error-band disagreement: half of that band. (A noisier
@@ -202,7 +295,7 @@ class Judge:
     def _error(cls, ad: float, step: Step, floor: float) -> float:
         return max(abs(step.fd - ad) - step.noise, 0.0) / cls._size(ad, step, floor)
 
-    def _verdict(self, label, ad, step: Step, floor, converged: bool, steps: tuple) -> Probe:
+    def _verdict(self, label, ad, step: Step, floor, converged: bool, steps: tuple, kink=None) -> Probe:
         size = self._size(ad, step, floor)
         return Probe(
             label,
@@ -215,11 +308,22 @@ class Judge:
             noise_floor=step.noise / size,
             converged=converged,
             steps=steps,
+            kink=kink,
         )
 
 
-def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOptions) -> FDResult:
-    """``grads``: key → numpy gradient from a clean pass (same shape as the param's numpy view)."""
+def run_fd(
+    scenario,
+    params: dict,
+    snapshots: dict,
+    grads: dict,
+    options: FDOptions,
+    state: StateSnapshot | None = None,
+    first_loss: float | None = None,
+) -> FDResult:
+    """``grads``: key → numpy gradient from the first pass (same shape as the param's numpy view); ``state``: the
+    program's arrays as the first pass found them, restored before every rollout; ``first_loss``: that pass's
+    loss, which the unperturbed rollout must reproduce."""
     import numpy as np
 
     mode = options.mode.value
@@ -230,7 +334,7 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
         return FDResult(mode=mode, skipped="no param with a gradient")
     if any(not np.all(np.isfinite(grads[k])) for k in keys):
         return FDResult(mode=mode, skipped="gradients are not finite (see nonfinite)")
-    rollouts = Rollouts(scenario, {k: params[k] for k in keys}, snapshots)
+    rollouts = Rollouts(scenario, {k: params[k] for k in keys}, snapshots, state)
     base = rollouts.loss({})
     if rollouts.output_size != 1:
         # a scenario with its own backward may return any output and seed it with grads=...: there is no
@@ -243,14 +347,31 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
     if not math.isfinite(base):
         return FDResult(mode=mode, skipped="the loss is not finite")
     again = rollouts.loss({})
-    if not _same_loss(base, again, next(iter(params.values())).device):
+    device = next(iter(params.values())).device
+    restored = len(rollouts.state.pairs)
+    kept = f" (with the {restored} arrays it holds restored)" if restored else ""
+    if not _same_loss(base, again, device):
         return FDResult(
             mode=mode,
             rollouts=rollouts.count,
             loss=base,
             repeat_loss=again,
-            skipped=f"forward() is not a function of the params: the loss at the same params was {base!r}, then "
-            f"{again!r}; a difference quotient would compare two different functions (see stateful-forward)",
+            restored_arrays=restored,
+            state_note=rollouts.state.note,
+            skipped=f"forward() is not a function of the params{kept}: the loss at the same params was {base!r}, "
+            f"then {again!r}; a difference quotient would compare two different functions (see stateful-forward)",
+        )
+    if first_loss is not None and math.isfinite(first_loss) and not _same_loss(first_loss, base, device):
+        return FDResult(
+            mode=mode,
+            rollouts=rollouts.count,
+            loss=base,
+            repeat_loss=again,
+            restored_arrays=restored,
+            state_note=rollouts.state.note,
+            skipped=f"the loss at the first pass's params{kept} was {base!r}, but the first pass's was {first_loss!r}: "
+            "state outside the params changed after it (see stateful-forward), so its gradient is not the derivative "
+            "these rollouts would measure",
         )
     judge = Judge(rollouts, base, options)
     scale = {k: _scale(rollouts.x0[k]) for k in keys}
@@ -294,6 +415,8 @@ def run_fd(scenario, params: dict, snapshots: dict, grads: dict, options: FDOpti
         options.error,
         noise_level=judge.sigma,
         repeat_loss=again,
+        restored_arrays=restored,
+        state_note=rollouts.state.note,
     )
 
 
@@ -306,16 +429,22 @@ def _same_loss(first: float, second: float, device) -> bool:
 
 def _per_unit(probe: Probe, scale: float) -> Probe:
     """An element probe in derivative units of the param itself, not along the scaled step."""
-    from dataclasses import replace
-
     return replace(
         probe,
         ad=probe.ad / scale,
         fd=probe.fd / scale,
         abs_error=probe.abs_error / scale,
         noise=probe.noise / scale,
-        steps=tuple(Step(s.eps, s.fd / scale, s.noise / scale) for s in probe.steps),
+        steps=tuple(
+            replace(s, fd=s.fd / scale, noise=s.noise / scale, behind=_div(s.behind, scale), ahead=_div(s.ahead, scale))
+            for s in probe.steps
+        ),
+        kink=tuple(v / scale for v in probe.kink) if probe.kink else None,
     )
+
+
+def _div(value: float | None, scale: float) -> float | None:
+    return None if value is None else value / scale
 
 
 def _pick_elements(members: list[str], grads: dict, rng, k: int):
