@@ -67,6 +67,13 @@ def sgd_step_in_place(x: wp.array(dtype=wp.vec3), grad: wp.array(dtype=wp.vec3),
     x[k] = x[k] - grad[k]
 
 
+@wp.kernel
+def project_to_slab(x: wp.array(dtype=wp.vec3), height: float):
+    k = wp.tid()
+    p = x[k]
+    x[k] = wp.vec3(p[0], wp.min(p[1], height), p[2])
+
+
 class SpringChain:
     name = "spring-chain"
     description = "Particle chain with springs and an SGD step in after_backward (pure Warp)"
@@ -76,6 +83,7 @@ class SpringChain:
         "unit-mismatch": "anchor weight in the wrong units (1e-12): the anchor's gradient vanishes",
         "loss-not-cleared": "forward() adds to the loss without clearing it: a different loss on every call",
         "clock-not-reset": "the anchor drifts with a clock forward() advances and never resets",
+        "changed-before-backward": "the points are projected into a slab in place after forward, before backward",
     }
 
     def setup(self, device, fault=None):
@@ -89,6 +97,8 @@ class SpringChain:
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
         self.clock = wp.zeros(1, dtype=float, device=device)
         self.moved_anchor = wp.zeros(1, dtype=wp.vec3, device=device, requires_grad=True)
+        if fault == "changed-before-backward":
+            self.backward = self._project_then_backward  # the clean chain keeps gradcheck's default backward
 
     def params(self):
         return {"x": self.x, "anchor": self.anchor}
@@ -103,6 +113,11 @@ class SpringChain:
             anchor = self.moved_anchor
         wp.launch(chain_energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
+
+    def _project_then_backward(self, tape, loss):
+        # a constraint projection placed one line too early: backward replays chain_energy on the projected points
+        wp.launch(project_to_slab, dim=N, inputs=[self.x, 0.15])
+        tape.backward(loss)
 
     def after_backward(self):
         step = sgd_step_in_place if self.fault == "optimizer-in-place" else sgd_step

@@ -170,3 +170,24 @@ def test_missing_gradient_names_kernels_built_without_backward():
     assert missing.subject == "x.grad"
     assert "enable_backward=False (squared_sum)" in missing.message
     assert "enable_backward=True" in missing.hint and "Newton" not in missing.hint  # a pure-Warp program
+
+
+def test_an_input_changed_before_backward_is_named_with_the_launch_that_read_it():
+    result, report = run_scenario("spring-chain", fault="changed-before-backward", passes=2)
+    (changed,) = by_check(result.findings, "changed-before-backward")
+    assert changed.severity == Severity.ERROR and report.exit_code == ExitCode.FINDINGS
+    assert changed.subject == "x"
+    (reader,) = changed.evidence["readers"]
+    assert reader.startswith("launch #0 chain_energy (spring_chain.py:")  # the launch, the file and the line
+    # and the gradient mismatch it causes says so instead of blaming an adjoint
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert "arrays changed before backward: x" in fd.message
+
+
+def test_backward_hooks_that_change_nothing_are_not_changed_before_backward():
+    """Clean twins with their own backward(tape, loss), where the watch runs: nothing changed, nothing said."""
+    for spec in ("rollout", str(SCENARIOS / "keeps_tape.py")):
+        result, _ = run_scenario(spec, passes=2)
+        assert result.error is None and not by_check(result.findings, "changed-before-backward"), spec
+    clean, _ = run_scenario("spring-chain", passes=2)
+    assert not by_check(clean.findings, "changed-before-backward")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gradcheck.checks import (
     accumulation,
+    changed_before_backward,
     dangling_adjoint,
     explosion,
     fd_mismatch,
@@ -29,6 +30,7 @@ from gradcheck.model.trace import Trace
 REGISTRY = (
     dangling_adjoint,
     stale_adjoint,
+    changed_before_backward,
     stateful_forward,
     accumulation,
     zero_audit,

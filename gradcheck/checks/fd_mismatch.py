@@ -5,8 +5,8 @@ worst relative error of the directional derivatives (fast mode) and, when fast m
 ``--fd elements`` asked for it, the worst single element, named by path with its AD and FD values.
 Bands: warning from 1e-2 (warp.autograd's rtol), error from 1e-1; both configurable.
 
-Only a disagreement beyond the loss's measured noise, by an estimate that converged (two step sizes
-agreeing), is a warning or an error. When finite differences never settled the check says so at info
+Only a disagreement beyond the loss's measured noise, by an estimate that converged (three consecutive step
+sizes agreeing, at the smallest the noise allows), is a warning or an error. When finite differences never settled the check says so at info
 level: that is "cannot tell", and a gradient checker that fails correct code gets switched off.
 """
 
@@ -21,7 +21,8 @@ SUMMARY = "the tape's gradient must agree with central finite differences of the
 EXPLAIN = """
 What it means: the tape's gradient disagrees with central finite differences of the loss, along random
 directions (fast mode) or for single elements (the worst one is named). The difference quotient is trusted only
-when it converged: estimates at two step sizes agree within the loss's noise.
+when it converged: to agree with the tape, estimates at two neighbouring step sizes agree within the loss's
+noise; to disagree, three do, at the smallest steps the noise allows.
 
 How the judge works: a first central difference at a step of 1e-2 (relative to each param's scale) that agrees
 with the tape ends the check. On a disagreement gradcheck measures the loss's computational noise (Moré & Wild's
@@ -39,9 +40,11 @@ Not a verdict on the gradient:
   average; neither is wrong.
 - Steps that straddle a kink farther away can agree on a value that is not the derivative (two large steps across
   a contact): a disagreement is only judged at the smallest steps the noise allows.
-- "forward() is not a function of the params" (see stateful-forward): state carried between calls (an accumulator
-  not cleared, a start state overwritten, a clock not reset) makes the loss differ at the same params, and the
-  finite differences are skipped.
+- State carried between calls (an accumulator not cleared, a start state overwritten, a clock not reset; see
+  stateful-forward): every rollout starts from the state the first pass started from (the arrays the scenario
+  holds are put back), so the finite differences measure the function the tape differentiated. When that is not
+  enough (state in a Python attribute) the loss still differs at the same params: "forward() is not a function of
+  the params", and the finite differences are skipped.
 - Warp's dynamic loops: a value defined before a loop whose trip count is known only at run time and used after
   it gets a zero adjoint (NVIDIA/warp#729 family, live on 1.19). Finite differences see the true derivative, so this
   check fires on correct-looking code: unroll the loop (wp.static range) or carry the value in an array.
@@ -66,7 +69,8 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     judged = [p for p in fd.probes if p.converged]
     score = max((p.rel_error for p in judged), default=0.0)
     if score >= bands.warn:
-        return (_mismatch(fd, [p for p in fd.directions if p.converged], [p for p in fd.elements if p.converged]),)
+        finding = _mismatch(fd, [p for p in fd.directions if p.converged], [p for p in fd.elements if p.converged])
+        return (_explained(finding, trace),)
     unsettled = [p for p in fd.probes if not p.converged]
     if unsettled:  # the rest agreed, but part of the check had no verdict: say so rather than imply it passed
         return (_unsettled(fd, max(unsettled, key=lambda p: (p.kink is not None, p.rel_error))),)
@@ -100,6 +104,30 @@ def _mismatch(fd, directions: list[Probe], elements: list[Probe]) -> Finding:
             "(see write-after-read / reentrancy), or a non-differentiable operation; inspect the element named"
         ),
         evidence=_evidence(fd),
+    )
+
+
+def _explained(finding: Finding, trace: Trace) -> Finding:
+    """Name the cause other checks found on the same run, ahead of the generic list."""
+    from dataclasses import replace
+
+    changed = trace.changed_before_backward or ()
+    rewrites = trace.replay.hazards if trace.replay is not None and not trace.replay.skipped else ()
+    if changed:
+        names = ", ".join(c.subject for c in changed[:3])
+        cause = f"arrays changed before backward: {names} (see changed-before-backward)"
+        hint = f"backward differentiated other values than the forward saw: change {changed[0].subject} only after backward"
+    elif rewrites:
+        names = ", ".join(sorted({r.array for r in rewrites})[:3])
+        cause = f"buffers rewritten between forward and backward: {names} (see write-after-read)"
+        hint = "give each step its own buffers, so every launch's adjoint sees the values its forward read"
+    else:
+        return finding
+    return replace(
+        finding,
+        message=f"{finding.message}; likely cause: {cause}",
+        hint=hint,
+        evidence={**finding.evidence, "cause": cause},
     )
 
 

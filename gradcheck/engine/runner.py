@@ -32,6 +32,7 @@ from gradcheck.model.trace import (
 from gradcheck.probes.allocations import AllocationLedger
 from gradcheck.probes.finite_diff import StateSnapshot, run_fd
 from gradcheck.probes.gradients import GradientReader, equality_tolerance
+from gradcheck.probes.input_watch import InputWatch
 from gradcheck.probes.naming import ArrayNames, label_launch_arguments, walk
 from gradcheck.probes.reachability import LaunchLabel, reachable_gradients
 from gradcheck.probes.replay_probe import fingerprint
@@ -40,6 +41,7 @@ from gradcheck.probes.struct_audit import Observation, StructAuditor, pointer_is
 from gradcheck.probes.warp_compat import (
     array_class,
     backward_disabled,
+    first_use_label,
     is_array,
     is_array_var,
     is_float_array,
@@ -128,6 +130,7 @@ def run_passes(
         replay=replay_result,
         carried_state=carried,
         no_backward_kernels=loop.no_backward_kernels,
+        changed_before_backward=loop.changed_inputs,
     )
 
 
@@ -168,6 +171,7 @@ class _PassLoop:
         self.residue: dict = {}  # the last zero audit's survivors: subject → (gradient buffer, fingerprint)
         # did backward run on the tape gradcheck recorded? A scenario's own backward may use its own tapes instead
         self.tape_backward_ran = False
+        self.changed_inputs = None  # pass 1, when the scenario has its own backward: see InputWatch
 
     def run_pass(self, index: int, passes: int) -> None:
         import warp as wp
@@ -193,7 +197,11 @@ class _PassLoop:
             )
         seeds: tuple = ()
         if not dangling:
-            seeds, ran = _backward(scenario, name, tape, loss)
+            # a scenario's own backward code runs between forward() and tape.backward: watch what it changes
+            watch = InputWatch(tape) if index == 1 and callable(getattr(scenario, "backward", None)) else None
+            seeds, ran = _backward(scenario, name, tape, loss, before=watch.check if watch else None)
+            if watch is not None:
+                self.changed_inputs = watch.results(lambda a: lazy().name(a) or _argument_name(tape, a))
             self.tape_backward_ran = self.tape_backward_ran or ran
         wp.synchronize_device(device)
         # the last pass's survivors that this backward left bit-identical: refilled with the same values (a seed
@@ -523,7 +531,11 @@ def _zero_audit(buffers, names: _LazyNames, device: str, plan, skip=None, seeded
     return tuple(survivors), len(buffers), residue
 
 
-def _backward(scenario, name, tape, loss) -> tuple[tuple, bool]:
+def _argument_name(tape, array) -> str:
+    return first_use_label(tape_launches(tape), array) or f"array at 0x{array.ptr:x}"
+
+
+def _backward(scenario, name, tape, loss, before=None) -> tuple[tuple, bool]:
     """Run the scenario's backward (or ``tape.backward(loss)``). Returns the arrays it seeded with
     ``tape.backward(grads=...)``, whose gradients the zero step must clear as well (warp#407), and whether
     backward ran on this tape at all (a checkpointing scenario records and runs its own tapes instead)."""
@@ -536,6 +548,8 @@ def _backward(scenario, name, tape, loss) -> tuple[tuple, bool]:
     original = tape.backward
 
     def recording(*args, **kwargs):
+        if before is not None:
+            before()
         calls.append(True)
         grads = kwargs.get("grads", args[1] if len(args) > 1 else None)
         for array in grads or {}:

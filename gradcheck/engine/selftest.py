@@ -65,6 +65,7 @@ def cases(warp_version: str) -> tuple[Case, ...]:
         Case("spring-chain", "unit-mismatch", frozenset({"vanishing"})),
         Case("spring-chain", "loss-not-cleared", frozenset({"stateful-forward"})),
         Case("spring-chain", "clock-not-reset", frozenset({"stateful-forward"})),
+        Case("spring-chain", "changed-before-backward", frozenset({"changed-before-backward"})),
     )
 
 

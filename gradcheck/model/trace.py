@@ -100,6 +100,15 @@ class PassRecord:
 
 
 @dataclass(frozen=True)
+class ChangedInput:
+    """An array a recorded launch read that changed after forward() returned and before tape.backward ran."""
+
+    subject: str
+    readers: tuple[str, ...]  # "launch #12 chain_energy (spring_chain.py:104)", first few
+    reader_count: int  # launches on the tape that read it
+
+
+@dataclass(frozen=True)
 class CarriedArray:
     """An array that carries state from one forward() to the next (see gradcheck.probes.state_probe)."""
 
@@ -217,6 +226,8 @@ class Trace:
     replay: ReplayResult | None = None  # write-after-read and reentrancy probe, after the passes
     carried_state: tuple[CarriedArray, ...] | None = None  # when the loss changed at fixed params: the roots
     no_backward_kernels: tuple[str, ...] = ()  # kernels on the tape built with enable_backward=False
+    # arrays launches read that changed between forward() and tape.backward (pass 1); None: not watched
+    changed_before_backward: tuple[ChangedInput, ...] | None = None
     warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply
 
     @property

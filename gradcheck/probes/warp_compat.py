@@ -173,7 +173,7 @@ def struct_fields(instance):
 # A kernel entry of ``tape.launches`` is a list ``[kernel, dim, max_blocks, inputs, outputs, device, block_dim,
 # metadata]`` on every release from 1.5.1 to 1.19 (``dim`` an int before 1.19, a tuple since); entries added with
 # ``tape.record_func`` are callables. Indexes, not unpacking: the hot loops read only these three.
-LAUNCH_KERNEL, LAUNCH_INPUTS, LAUNCH_OUTPUTS = 0, 3, 4
+LAUNCH_KERNEL, LAUNCH_INPUTS, LAUNCH_OUTPUTS, LAUNCH_METADATA = 0, 3, 4, 7
 
 
 def struct_mirror(instance):
@@ -290,6 +290,17 @@ def kernel_launches(launches):
     for index, entry in enumerate(launches):
         if entry.__class__ is list:
             yield index, entry[LAUNCH_KERNEL], chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])
+
+
+def launch_reads(launches):
+    """(index, kernel, inputs, caller) for each kernel entry: what the launch was given to read, and where it was
+    launched from (``file:line``, from the launch metadata Warp records; None when it has none)."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list:
+            metadata = entry[LAUNCH_METADATA] if len(entry) > LAUNCH_METADATA else None
+            caller = (metadata or {}).get("caller") if isinstance(metadata, dict) else None
+            where = f"{caller['file']}:{caller['lineno']}" if caller and "file" in caller else None
+            yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
 
 
 def backward_disabled(kernel) -> bool:

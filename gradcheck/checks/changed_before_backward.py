@@ -1,0 +1,66 @@
+"""changed-before-backward: an array a recorded launch read changed between forward() and tape.backward.
+
+Warp's tape keeps references to the arrays each launch was given, not their values: backward replays every
+launch with whatever those arrays hold when it runs. An in-place edit between forward and backward (a param
+clamped or normalised, a numpy write through a CPU view, ``assign`` of a new start state, a buffer refreshed
+for the next step) makes backward differentiate a function the forward never evaluated, with no error from
+Warp (NVIDIA/warp#1350: PyTorch's version counters would have raised). Watched on the first pass, for
+scenarios with their own ``backward(tape, loss)``: that is where code runs between the two
+(gradcheck.probes.input_watch).
+"""
+
+from __future__ import annotations
+
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.paths import group_by_family
+from gradcheck.model.trace import Trace
+
+NAME = "changed-before-backward"
+SUMMARY = "arrays a recorded launch read must not change before tape.backward replays it"
+
+EXPLAIN = """
+What it means: an array that a launch on the tape read changed after forward() returned and before
+tape.backward ran. Backward replays each launch with the values the arrays hold at that moment, so the gradient
+is of a function the forward never evaluated. Warp raises nothing (NVIDIA/warp#1350 asks for version counters).
+
+Common causes: params clamped, normalised or projected in place before backward; a numpy write through a CPU
+view (arr.numpy()[i] = ...); state.assign(...) or wp.copy into a start state before backward; an input buffer
+refreshed for the next step before the last one was differentiated.
+
+Fix: change arrays only after backward (and after reading the gradients), or give the forward a copy.
+
+    with tape:
+        loss = forward(x)
+    tape.backward(loss)          # first differentiate what the forward saw
+    project_in_place(x)          # then change it
+"""
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    changed = trace.changed_before_backward or ()
+    findings = []
+    for family, members in group_by_family(changed, key=lambda c: c.subject).items():
+        first = members[0]
+        others = f"{len(members)} arrays {family}, first: " if len(members) > 1 else ""
+        more = first.reader_count - len(first.readers)
+        readers = ", ".join(first.readers) + (f" and {more} more" if more > 0 else "")
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.ERROR,
+                subject=first.subject,
+                message=(
+                    f"{others}{first.subject} changed after forward() returned and before tape.backward ran; "
+                    f"backward replays {readers} with the new values, so the gradient is of a function the forward "
+                    "never evaluated"
+                ),
+                hint=f"change {first.subject} only after tape.backward (and after reading gradients), or give the "
+                "forward a copy of it",
+                evidence={
+                    "arrays": [c.subject for c in members],
+                    "readers": list(first.readers),
+                    "reader_count": first.reader_count,
+                },
+            )
+        )
+    return tuple(findings)
