@@ -14,6 +14,10 @@ norms. Faults:
   call after call at the same params (a stateful forward; the gradient itself is unaffected).
 - ``clock-not-reset``: the anchor drifts with a clock that forward() advances in place (passed in
   ``inputs=``, as Warp's own examples do) and never resets: every call sees another anchor position.
+- ``changed-before-backward``: the scenario's backward projects the points into a slab in place before it
+  calls ``tape.backward``: backward replays the energy on values the forward never saw.
+- ``wrong-func-grad``: the spring term goes through a ``@wp.func`` whose hand-written ``@wp.func_grad``
+  forgets the chain-rule factor 2: fd-mismatch sees it, adjoint-mismatch names the launch.
 """
 
 from __future__ import annotations
@@ -41,6 +45,38 @@ def chain_energy(
         d = x[k + 1] - x[k]
         stretch = wp.sqrt(wp.dot(d, d)) - rest  # |d|, written the way it often is
         e += stretch * stretch
+    wp.atomic_add(loss, 0, e)
+
+
+@wp.func
+def spring_energy(d: wp.vec3, rest: float):
+    stretch = wp.length(d) - rest
+    return stretch * stretch
+
+
+@wp.func_grad(spring_energy)
+def adj_spring_energy(d: wp.vec3, rest: float, adj_ret: float):
+    # hand-written adjoint with the chain-rule factor 2 of stretch^2 forgotten (the fault)
+    stretch = wp.length(d) - rest
+    wp.adjoint[d] += stretch * wp.normalize(d) * adj_ret
+    wp.adjoint[rest] += -stretch * adj_ret
+
+
+@wp.kernel
+def chain_energy_custom(
+    x: wp.array(dtype=wp.vec3),
+    anchor: wp.array(dtype=wp.vec3),
+    anchor_weight: float,
+    rest: float,
+    loss: wp.array(dtype=float),
+):
+    k = wp.tid()
+    e = 0.1 * wp.dot(x[k], x[k])
+    if k == 0:
+        pull = x[0] - anchor[0]
+        e += anchor_weight * wp.dot(pull, pull)
+    if k + 1 < x.shape[0]:
+        e += spring_energy(x[k + 1] - x[k], rest)
     wp.atomic_add(loss, 0, e)
 
 
@@ -84,6 +120,7 @@ class SpringChain:
         "loss-not-cleared": "forward() adds to the loss without clearing it: a different loss on every call",
         "clock-not-reset": "the anchor drifts with a clock forward() advances and never resets",
         "changed-before-backward": "the points are projected into a slab in place after forward, before backward",
+        "wrong-func-grad": "the spring energy's hand-written @wp.func_grad forgets the factor 2 of stretch^2",
     }
 
     def setup(self, device, fault=None):
@@ -111,7 +148,8 @@ class SpringChain:
             wp.launch(tick, dim=1, inputs=[self.clock, 0.5])
             wp.launch(drifting_anchor, dim=1, inputs=[self.anchor, self.clock], outputs=[self.moved_anchor])
             anchor = self.moved_anchor
-        wp.launch(chain_energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
+        energy = chain_energy_custom if self.fault == "wrong-func-grad" else chain_energy
+        wp.launch(energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
 
     def _project_then_backward(self, tape, loss):

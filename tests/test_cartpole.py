@@ -77,3 +77,23 @@ def test_state_in_tape_reports_missing_gradients():
     # for a write through inputs= (the shared solver scratch is the only real rewrite here)
     assert {f.subject for f in by_check(result.findings, "write-after-read")} == {f"solver.{m}" for m in "JMPHL"}
     assert report.exit_code == ExitCode.FINDINGS
+
+
+@pytest.mark.parametrize("scratch", ["per-step", "shared"])
+def test_featherstone_launches_pass_the_per_launch_adjoint_test(scratch):
+    """Correct Featherstone, launch by launch: no adjoint is wrong. The Cholesky adjoint is a no-op and the solve's
+    covers both: a split adjoint (info). With stock shared scratch no launch is wrong either: its bias comes from
+    the rewrites (write-after-read), which the per-launch test does not see, as it replays forward values."""
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.options import BlameMode, RunOptions
+
+    options = RunOptions(device="cpu", passes=1, settings={"steps": 10, "scratch": scratch}, blame=BlameMode.always)
+    (result,) = run(["cartpole"], options).scenarios
+    assert result.error is None, result.error
+    loud = [f for f in by_check(result.findings, "adjoint-mismatch") if f.severity >= Severity.WARNING]
+    assert loud == [], [f.message for f in loud]
+    rows = {row.kernel: row for row in result.blame.kernels}
+    assert rows["eval_dense_cholesky_batched"].statuses.get("split", 0) >= 5  # split, found as such
+    assert sum(row.statuses.get("ok", 0) for row in rows.values()) >= 100  # the rest tested and right
+    (split,) = [f for f in by_check(result.findings, "adjoint-mismatch") if f.severity == Severity.INFO]
+    assert "split adjoint" in split.message

@@ -191,3 +191,27 @@ def test_backward_hooks_that_change_nothing_are_not_changed_before_backward():
         assert result.error is None and not by_check(result.findings, "changed-before-backward"), spec
     clean, _ = run_scenario("spring-chain", passes=2)
     assert not by_check(clean.findings, "changed-before-backward")
+
+
+def test_a_wrong_func_grad_is_named_by_launch_kernel_and_line():
+    result, report = run_scenario("spring-chain", fault="wrong-func-grad", passes=2)
+    (wrong,) = by_check(result.findings, "adjoint-mismatch")
+    assert wrong.severity >= Severity.WARNING and report.exit_code == ExitCode.FINDINGS
+    assert wrong.subject.startswith("launch #0 chain_energy_custom (spring_chain.py:")
+    (launch,) = wrong.evidence["launches"]
+    assert launch["status"] == "mismatch" and abs(launch["adjoint"] - launch["fd"]) > 0.01 * abs(launch["fd"])
+    assert wrong.evidence["why"] == "fd-mismatch fired"  # run by itself, because the gradient disagreed
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert "launch #0 chain_energy_custom" in fd.message and "has a wrong adjoint" in fd.message
+
+
+def test_correct_kernels_pass_the_per_launch_test():
+    """The clean chain, tested launch by launch on request: every launch agrees, nothing is reported."""
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.options import BlameMode, RunOptions
+
+    report = run(["spring-chain"], RunOptions(device="cpu", passes=2, blame=BlameMode.always))
+    (result,) = report.scenarios
+    assert result.error is None and not by_check(result.findings, "adjoint-mismatch")
+    (row,) = result.blame.kernels  # it ran: one kernel, its launch tested and right
+    assert row.kernel == "chain_energy" and row.statuses == {"ok": 1} and result.blame.why == "--blame always"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gradcheck.checks import (
     accumulation,
+    adjoint_mismatch,
     changed_before_backward,
     dangling_adjoint,
     explosion,
@@ -40,6 +41,7 @@ REGISTRY = (
     vanishing,
     mutated_gradient,
     fd_mismatch,
+    adjoint_mismatch,
     write_after_read,
     reentrancy,
 )

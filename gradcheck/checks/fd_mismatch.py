@@ -113,7 +113,14 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
 
     changed = trace.changed_before_backward or ()
     rewrites = trace.replay.hazards if trace.replay is not None and not trace.replay.skipped else ()
-    if changed:
+    blame = trace.launch_checks if trace.launch_checks is not None and not trace.launch_checks.skipped else None
+    wrong = [v for v in blame.verdicts if v.status in ("mismatch", "assigns")] if blame else []
+    if wrong and not changed:
+        worst = max(wrong, key=lambda v: (v.status == "assigns", v.rel_error))
+        where = f" ({worst.where.rsplit('/', 1)[-1]})" if worst.where else ""
+        cause = f"launch #{worst.index} {worst.kernel}{where} has a wrong adjoint (see adjoint-mismatch)"
+        hint = f"check the adjoint of {worst.kernel}: its @wp.func_grad functions and runtime-bound loops"
+    elif changed:
         names = ", ".join(c.subject for c in changed[:3])
         cause = f"arrays changed before backward: {names} (see changed-before-backward)"
         hint = f"backward differentiated other values than the forward saw: change {changed[0].subject} only after backward"
@@ -121,6 +128,14 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         names = ", ".join(sorted({r.array for r in rewrites})[:3])
         cause = f"buffers rewritten between forward and backward: {names} (see write-after-read)"
         hint = "give each step its own buffers, so every launch's adjoint sees the values its forward read"
+    elif blame is not None:
+        tested = sum(v.status in ("ok", "split") for v in blame.verdicts)
+        untested = sum(v.status in ("not-checked", "no-verdict") for v in blame.verdicts)
+        cause = (
+            f"no launch disagrees ({tested} tested alone or with their neighbours, {untested} without a verdict): "
+            "look at what the launches do not see (arrays changed outside kernels, state carried between calls)"
+        )
+        hint = "the adjoints of the launches tested are right; see the evidence for the launches without a verdict"
     else:
         return finding
     return replace(

@@ -9,7 +9,7 @@ import typer
 from gradcheck.cli.output import check_writable, emit, error_line, stdout_to_stderr
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
-from gradcheck.model.options import FailOn, FDMode
+from gradcheck.model.options import BlameMode, FailOn, FDMode
 
 DEVICE_HELP = "cpu or cuda:N (default: cuda:0 when available, else cpu)"
 
@@ -36,6 +36,9 @@ def run(
     fd_warn: float = typer.Option(1e-2, "--fd-warn", help="fd-mismatch: relative error from which it is a warning"),
     fd_error: float = typer.Option(1e-1, "--fd-error", help="fd-mismatch: relative error from which it is an error"),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="write-after-read and reentrancy probe"),
+    blame: BlameMode = typer.Option(
+        BlameMode.auto, "--blame", help="per-launch adjoint test: when fd-mismatch fires (auto), always, off"
+    ),
     timeout: float = typer.Option(
         None,
         "--timeout",
@@ -62,6 +65,7 @@ def run(
             trace_nonfinite=trace_nonfinite,
             fd=FDOptions(mode=fd, warn=fd_warn, error=fd_error),
             replay=replay,
+            blame=blame,
             timeout=timeout,
         )
         check_writable(output)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from gradcheck.model.errors import ScenarioError
-from gradcheck.model.options import FDMode, FDOptions
+from gradcheck.model.options import BlameMode, FDMode, FDOptions
 from gradcheck.model.trace import (
     FDResult,
     ParamPass,
@@ -74,6 +74,7 @@ def run_passes(
     clip_norm: float | None = None,
     fd: FDOptions | None = None,
     replay: bool = False,
+    blame: BlameMode = BlameMode.off,
 ) -> Trace:
     """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
     (tests pass a quarantining one); by default one is installed around setup and the passes."""
@@ -99,6 +100,7 @@ def run_passes(
             repeats = losses_repeat([r.loss for r in loop.records], tolerance)
             carried = None if repeats else _carried_state(scenario, name, params, snapshots)
             fd_result = _finite_differences(scenario, name, params, snapshots, state, loop, fd)
+            launch_checks = _blame(scenario, name, params, snapshots, state, loop, fd, fd_result, blame)
             replay_result = _replay(scenario, name, device, snapshots, loop, tolerance) if replay else None
     finally:
         if own_ledger:
@@ -131,6 +133,7 @@ def run_passes(
         carried_state=carried,
         no_backward_kernels=loop.no_backward_kernels,
         changed_before_backward=loop.changed_inputs,
+        launch_checks=launch_checks,
     )
 
 
@@ -320,6 +323,47 @@ def _carried_state(scenario, name, params, snapshots):
         name, "forward (state probe)", carried_state, scenario, lambda: _restore(params, snapshots), held, names.name
     )
     return roots
+
+
+def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None, fd_result, mode: BlameMode):
+    """The per-launch adjoint test (gradcheck.probes.launch_check): with --blame always, or by itself when the
+    finite differences found a converged disagreement, to name the launch responsible."""
+    from gradcheck.model.trace import BlameResult
+
+    options = fd if fd is not None else FDOptions()
+    fired = (
+        fd_result is not None
+        and not fd_result.skipped
+        and any(p.converged and p.rel_error >= options.warn for p in fd_result.probes)
+    )
+    if mode is BlameMode.off or (mode is BlameMode.auto and not fired):
+        return None
+    why = "--blame always" if mode is BlameMode.always else "fd-mismatch fired"
+    if any(r.backward_skipped for r in loop.records):
+        return BlameResult(why=why, skipped="backward was not launched (see dangling-adjoint)")
+    if not loop.tape_backward_ran:
+        return BlameResult(why=why, skipped="the scenario's backward never runs backward on the tape of forward()")
+    from gradcheck.probes import launch_check
+
+    def restore():
+        if state is not None:
+            state.restore()
+        _restore(params, snapshots)
+
+    started = time.perf_counter()
+    try:
+        restore()
+        recorder, _tape, _loss = _call(name, "forward (blame probe)", launch_check.record_forward, scenario)
+        tangents = _call(
+            name, "forward (blame probe)", launch_check.record_tangents, scenario, params, restore, recorder
+        )
+        verdicts = launch_check.check_launches(recorder, list(params.values()), options, tangents=tangents)
+    finally:
+        restore()
+    note = None
+    if recorder.over_budget_at is not None:
+        note = f"copies of forward values over {launch_check.COPY_BUDGET_BYTES >> 20} MiB from launch #{recorder.over_budget_at} on: later launches not checked"
+    return BlameResult(tuple(verdicts), why, None, note, time.perf_counter() - started)
 
 
 STATE_BUDGET_BYTES = 512 * 2**20  # copies of the program's state kept for finite differences, at most

@@ -15,7 +15,7 @@ from gradcheck.model.errors import GradcheckError, ScenarioError
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Finding
 from gradcheck.model.options import RunOptions
-from gradcheck.model.report import ClipSummary, FDSummary, ParamSummary, ScenarioResult
+from gradcheck.model.report import BlameSummary, ClipSummary, FDSummary, KernelBlame, ParamSummary, ScenarioResult
 from gradcheck.model.trace import Trace
 
 
@@ -52,6 +52,7 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
             clip_norm=options.clip_norm,
             fd=options.fd,
             replay=options.replay,
+            blame=options.blame,
         )
     except GradcheckError as exc:
         return _failed(spec, name, options, device, exc, started)
@@ -75,7 +76,36 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
         notes=_notes(trace),
         clip=_clip_summary(trace),
         fd=_fd_summary(trace),
+        blame=_blame_summary(trace),
     )
+
+
+def _blame_summary(trace: Trace) -> BlameSummary | None:
+    blame = trace.launch_checks
+    if blame is None:
+        return None
+    rows: dict[str, list] = {}
+    for verdict in blame.verdicts:
+        rows.setdefault(verdict.kernel, []).append(verdict)
+    kernels = []
+    for kernel, verdicts in rows.items():
+        statuses: dict[str, int] = {}
+        for v in verdicts:
+            statuses[v.status] = statuses.get(v.status, 0) + 1
+        judged = [v for v in verdicts if v.status in ("ok", "mismatch", "assigns")]
+        worst = max(judged, key=lambda v: v.rel_error, default=None)
+        kernels.append(
+            KernelBlame(
+                kernel,
+                verdicts[0].where,
+                len(verdicts),
+                statuses,
+                worst.rel_error if worst else 0.0,
+                worst.index if worst else None,
+            )
+        )
+    kernels.sort(key=lambda k: (-(k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0)), -k.worst_rel_error))
+    return BlameSummary(blame.why, blame.skipped, blame.note, blame.seconds, tuple(kernels))
 
 
 def _fd_summary(trace: Trace) -> FDSummary | None:

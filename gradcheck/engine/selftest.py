@@ -66,6 +66,7 @@ def cases(warp_version: str) -> tuple[Case, ...]:
         Case("spring-chain", "loss-not-cleared", frozenset({"stateful-forward"})),
         Case("spring-chain", "clock-not-reset", frozenset({"stateful-forward"})),
         Case("spring-chain", "changed-before-backward", frozenset({"changed-before-backward"})),
+        Case("spring-chain", "wrong-func-grad", frozenset({"fd-mismatch", "adjoint-mismatch"})),
     )
 
 

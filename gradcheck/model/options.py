@@ -25,6 +25,14 @@ class FDMode(str, Enum):
     off = "off"
 
 
+class BlameMode(str, Enum):
+    """Per-launch adjoint test (adjoint-mismatch): when fd-mismatch finds a disagreement (auto), always, never."""
+
+    auto = "auto"
+    always = "always"
+    off = "off"
+
+
 class FailOn(str, Enum):
     """The severities ``--fail-on`` accepts: the lowest that makes the exit code 1."""
 
@@ -129,6 +137,7 @@ class RunOptions:
     trace_nonfinite: bool = False  # --trace-nonfinite: re-run with wp.config.verify_fp when NaN/Inf is found
     fd: FDOptions = field(default_factory=FDOptions)  # finite-difference check (--fd fast|elements|off)
     replay: bool = True  # write-after-read and reentrancy probe (--no-replay to skip)
+    blame: BlameMode = BlameMode.auto  # per-launch adjoint test (--blame auto|always|off)
     checks: CheckOptions = field(default_factory=CheckOptions)
     timeout: float | None = None  # --timeout: run in a worker process, stop a scenario after this many seconds
 
@@ -142,6 +151,7 @@ class RunOptions:
             raise UsageError(f"settings must be a mapping of option names to values, got {self.settings!r}")
         _set(self, "settings", {str(k): str(v) for k, v in self.settings.items()})
         _set(self, "fail_on", severity(self.fail_on))
+        _set(self, "blame", _enum(BlameMode, self.blame, "--blame"))
         if self.clip_norm is not None:
             _set(self, "clip_norm", _positive(self.clip_norm, "--clip-norm"))
         if self.timeout is not None:

@@ -91,6 +91,48 @@ class FDSummary:
 
 
 @dataclass(frozen=True)
+class KernelBlame:
+    """The per-launch adjoint test of one kernel: how its launches fared."""
+
+    kernel: str
+    where: str | None  # file:line of its first launch
+    launches: int
+    statuses: Mapping[str, int]  # "ok", "mismatch", "assigns", "split", "no-verdict", "not-checked" → count
+    worst_rel_error: float  # over the launches with a verdict
+    worst_launch: int | None  # its tape index
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "where": self.where,
+            "launches": self.launches,
+            "statuses": dict(self.statuses),
+            "worst_rel_error": _json_float(self.worst_rel_error),
+            "worst_launch": self.worst_launch,
+        }
+
+
+@dataclass(frozen=True)
+class BlameSummary:
+    """The per-launch adjoint test (adjoint-mismatch) in a few numbers, one row per kernel."""
+
+    why: str
+    skipped: str | None
+    note: str | None
+    seconds: float
+    kernels: tuple[KernelBlame, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "why": self.why,
+            "skipped": self.skipped,
+            "note": self.note,
+            "seconds": round(self.seconds, 3),
+            "kernels": [k.to_dict() for k in self.kernels],
+        }
+
+
+@dataclass(frozen=True)
 class ScenarioResult:
     spec: str
     name: str
@@ -108,6 +150,7 @@ class ScenarioResult:
     notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
     clip: ClipSummary | None = None  # --clip-norm
     fd: FDSummary | None = None  # finite differences
+    blame: BlameSummary | None = None  # per-launch adjoint test, when it ran
     label: str | None = None  # the job's name when it is not the scenario's (gradcheck ci: the config entry)
 
     @property
@@ -143,6 +186,7 @@ class ScenarioResult:
             "notes": list(self.notes),
             "clip": self.clip.to_dict() if self.clip else None,
             "fd": self.fd.to_dict() if self.fd else None,
+            "blame": self.blame.to_dict() if self.blame else None,
             "params": [p.to_dict() for p in self.params],
             "findings": [f.to_dict() for f in self.findings],
         }

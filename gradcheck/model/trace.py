@@ -100,6 +100,33 @@ class PassRecord:
 
 
 @dataclass(frozen=True)
+class LaunchVerdict:
+    """The per-launch adjoint test of one tape entry (gradcheck.probes.launch_check)."""
+
+    index: int  # position on the tape
+    kernel: str
+    where: str | None  # file:line of the wp.launch call
+    # "ok" | "mismatch" | "assigns" | "split" (fails alone, passes with its consumers) | "no-verdict" | "not-checked"
+    status: str
+    rel_error: float = 0.0
+    ad: float = 0.0  # <J^T w, u> from the launch's adjoint
+    fd: float = 0.0  # <w, dF/du> from central differences of the launch
+    rollouts: int = 0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class BlameResult:
+    """Every launch's verdict, and why the test did not run or stopped early."""
+
+    verdicts: tuple[LaunchVerdict, ...] = ()
+    why: str = ""  # "--blame always" | "fd-mismatch fired"
+    skipped: str | None = None
+    note: str | None = None  # e.g. the copy budget was exceeded from launch #k
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class ChangedInput:
     """An array a recorded launch read that changed after forward() returned and before tape.backward ran."""
 
@@ -228,6 +255,7 @@ class Trace:
     no_backward_kernels: tuple[str, ...] = ()  # kernels on the tape built with enable_backward=False
     # arrays launches read that changed between forward() and tape.backward (pass 1); None: not watched
     changed_before_backward: tuple[ChangedInput, ...] | None = None
+    launch_checks: BlameResult | None = None  # the per-launch adjoint test, when it ran
     warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply
 
     @property

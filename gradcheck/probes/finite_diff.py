@@ -166,10 +166,11 @@ class Judge:
     """Compares the tape's derivative with finite differences along one probe at a time, spending rollouts
     only on disagreements; the loss's noise is measured once, at the first disagreement."""
 
-    def __init__(self, rollouts: Rollouts, base: float, options: FDOptions):
+    def __init__(self, rollouts: Rollouts, base: float, options: FDOptions, sigma: float | None = None):
+        """``sigma``: the loss's noise when it is known (one launch: the rounding of its outputs)."""
         self.rollouts, self.base, self.options = rollouts, base, options
-        self.sigma: float | None = None
-        self._sigma_measured = False
+        self.sigma: float | None = sigma
+        self._sigma_measured = sigma is not None
         self._measured_along: dict | None = None  # the probe the noise was measured along
 
     def probe(self, label: str, ad: float, delta: dict, floor: float) -> Probe:

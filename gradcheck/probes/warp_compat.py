@@ -8,6 +8,7 @@ reaching into Warp directly.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from itertools import chain
@@ -349,6 +350,34 @@ def recording_tape(on_launch):
             on_launch(len(self.launches) - 1, kernel.key, inputs, outputs)
 
     return RecordingTape()
+
+
+@contextlib.contextmanager
+def intercepted_launches(before):
+    """Call ``before(kernel, dim, inputs, outputs, options)`` ahead of every ``wp.launch`` made through the public
+    ``warp.launch`` (how user code and Newton call it), while inside. Warp records a launch on the tape only
+    after it ran, so this is the one place the values a launch is about to read can be seen."""
+    import inspect
+
+    import warp
+
+    original = warp.launch
+    signature = inspect.signature(original)
+
+    def launch(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        if not a["adjoint"] and not a["record_cmd"]:
+            options = {"device": a["device"], "max_blocks": a["max_blocks"], "block_dim": a["block_dim"]}
+            before(a["kernel"], a["dim"], list(a["inputs"] or []), list(a["outputs"] or []), options)
+        return original(*args, **kwargs)
+
+    warp.launch = launch
+    try:
+        yield
+    finally:
+        warp.launch = original
 
 
 # -- device allocators ----------------------------------------------------------------------------------

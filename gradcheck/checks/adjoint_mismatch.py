@@ -1,0 +1,131 @@
+"""adjoint-mismatch: a launch whose adjoint is not the transpose of its own Jacobian.
+
+fd-mismatch sees the symptom on the whole program; this names the launch. Each launch on the tape is
+replayed on the values it really ran on and tested alone (gradcheck.probes.launch_check): random output
+weights w, the program's own tangent u of its inputs, <w, dF/du> by noise-aware central differences against
+<J^T w, u> from its adjoint, and the adjoint must add to the input gradients it is given, not overwrite them.
+A launch that fails alone but passes together with the launches around it has a split adjoint (Newton's
+Featherstone Cholesky and solve): info, not a bug.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.trace import LaunchVerdict, Trace
+
+NAME = "adjoint-mismatch"
+SUMMARY = "each launch's adjoint must be the transpose of its Jacobian and add to the input gradients"
+
+EXPLAIN = """
+What it means: replayed alone on the values it ran on in the forward, this launch's adjoint disagrees with
+central differences of the launch itself (a dot-product test: random output weights, the direction the
+program's params move its inputs in), or it overwrites the input gradients it is given instead of adding to
+them. The launch is named with its kernel and the file and line of the wp.launch call.
+
+When it runs: by itself when fd-mismatch finds a converged disagreement (to name the launch responsible), or
+always with --blame always (also `gradcheck blame SPEC`). Only inputs whose values depend on the params and
+outputs the loss depends on are tested: derivatives no gradient flows through are not the program's business.
+
+Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
+the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
+Not checked (listed in the evidence): launches with struct arguments, launches that update an input array in
+place, kernels built with enable_backward=False, record_func entries.
+
+Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
+and used after it (zero adjoint, NVIDIA/warp#729 family, live on 1.19: unroll with wp.static or carry it in an
+array); a custom backward that assigns (adj = ...) instead of accumulating (adj += ...).
+
+Fix: correct the custom adjoint of the kernel named.
+
+    @wp.func_grad(energy)
+    def adj_energy(v: wp.vec3, adj_ret: float):
+        wp.adjoint[v] += wp.vec3(2.0 * v[0], 2.0 * v[1] * v[2], v[1] * v[1]) * adj_ret   # += and the right terms
+"""
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    blame = trace.launch_checks
+    if blame is None or blame.skipped:
+        return ()
+    warn, error = (trace.fd.warn, trace.fd.error) if trace.fd is not None else (1e-2, 1e-1)
+    by_kernel: dict[str, list[LaunchVerdict]] = {}
+    for verdict in blame.verdicts:
+        by_kernel.setdefault(verdict.kernel, []).append(verdict)
+    findings = []
+    for kernel, verdicts in by_kernel.items():
+        bad = [v for v in verdicts if v.status in ("mismatch", "assigns")]
+        if not bad:
+            continue
+        assigns = [v for v in bad if v.status == "assigns"]
+        worst = max(bad, key=lambda v: (v.status == "assigns", v.rel_error))
+        severity = Severity.ERROR if assigns or worst.rel_error >= error else Severity.WARNING
+        what = (
+            "overwrites the input gradients it is given instead of adding to them"
+            if worst.status == "assigns"
+            else f"disagrees with central differences of the launch: adjoint {worst.ad:.6g} vs FD {worst.fd:.6g} "
+            f"(rel {worst.rel_error:.3g})"
+        )
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=severity,
+                subject=_launch(worst),
+                message=f"{len(bad)} of {len(verdicts)} launches of {kernel} have a wrong adjoint; the worst, "
+                f"{_launch(worst)}, {what}",
+                hint=f"check the adjoint of {kernel} (its @wp.func_grad functions, and loops whose trip count is "
+                "known only at run time)",
+                evidence=_evidence(blame, verdicts, bad, warn),
+            )
+        )
+    split = [v for v in blame.verdicts if v.status == "split"]
+    if split:
+        kernels = sorted({v.kernel for v in split})
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.INFO,
+                subject=_launch(split[0]),
+                message=f"{len(split)} launches of {', '.join(kernels)} fail alone but pass with their neighbours: "
+                f"a split adjoint, not a bug ({split[0].note})",
+                hint="nothing to fix",
+                evidence=_evidence(blame, split, split, warn),
+            )
+        )
+    return tuple(findings)
+
+
+def _launch(verdict: LaunchVerdict) -> str:
+    where = (
+        f" ({os.path.basename(verdict.where.rsplit(':', 1)[0])}:{verdict.where.rsplit(':', 1)[1]})"
+        if verdict.where
+        else ""
+    )
+    return f"launch #{verdict.index} {verdict.kernel}{where}"
+
+
+def _evidence(blame, verdicts, shown, warn) -> dict:
+    statuses: dict[str, int] = {}
+    for v in blame.verdicts:
+        statuses[v.status] = statuses.get(v.status, 0) + 1
+    return {
+        "launches": [
+            {
+                "index": v.index,
+                "kernel": v.kernel,
+                "where": v.where,
+                "status": v.status,
+                "rel_error": v.rel_error,
+                "adjoint": v.ad,
+                "fd": v.fd,
+                "note": v.note,
+            }
+            for v in sorted(shown, key=lambda v: -v.rel_error)[:10]
+        ],
+        "kernel_launches": len(verdicts),
+        "all_launches": statuses,
+        "why": blame.why,
+        "note": blame.note,
+        "seconds": blame.seconds,
+    }

@@ -1,0 +1,493 @@
+"""Blame: which launch's adjoint is wrong. A dot-product test per launch, with the values it ran on.
+
+fd-mismatch says the gradient of ``x[7][0]`` is wrong; it cannot say which of 1,601 launches did it. Each
+launch is a function from the arrays it reads to the arrays it writes, and its adjoint must be that
+function's transpose Jacobian: for random output weights w and a random input direction u,
+
+    <w, (F(x + h u) - F(x - h u)) / 2h>   must equal   <J^T w, u>   (from the launch's adjoint),
+
+and the adjoint must *add* J^T w to the input gradients it is given (Warp accumulates adjoints; an adjoint
+that assigns drops every other contribution). Both are checked on the values the launch really ran on:
+Warp records a launch only after it ran, and later launches overwrite what it read, so the probe forward
+intercepts ``wp.launch`` and keeps a copy of each array argument whenever it changed since its last copy
+(a memory budget caps the copies; launches past it are listed as not checked).
+
+Everything runs on private copies: the program's arrays are never written. The finite differences use the
+noise-aware judge of gradcheck.probes.finite_diff (disagreements need three agreeing steps).
+
+Split adjoints are not bugs: Newton's Featherstone computes the Cholesky factor in one launch and solves
+with it in the next; the factorisation's adjoint is a no-op and the solve's adjoint covers both. A launch
+that fails alone is tested again together with the launches that read what it wrote, as one unit: if the
+unit passes, its adjoint is split across them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from gradcheck.model.options import FDOptions
+from gradcheck.model.trace import LaunchVerdict
+
+COPY_BUDGET_BYTES = 1 << 30
+MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
+MAX_UNIT = 6  # launches in one unit at most
+
+
+@dataclass
+class _Launch:
+    index: int
+    kernel: object
+    dim: object
+    inputs: list
+    outputs: list
+    options: dict
+    pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
+    where: str | None = None
+
+
+class LaunchRecorder:
+    """Records every launch of one forward with copies of its array arguments as they were before it ran."""
+
+    def __init__(self, budget: int = COPY_BUDGET_BYTES):
+        self.launches: list[_Launch] = []
+        self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
+        self.budget, self.used = budget, 0
+        self.over_budget_at: int | None = None
+        self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
+
+    def before(self, kernel, dim, inputs, outputs, options) -> None:
+        import inspect
+
+        import warp as wp
+
+        from gradcheck.probes.replay_probe import fingerprint
+
+        launch = _Launch(len(self.launches), kernel, dim, inputs, outputs, options)
+        frame = inspect.currentframe().f_back.f_back  # the caller of wp.launch
+        launch.where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
+        if self.over_budget_at is None:
+            for value in list(inputs) + list(outputs):
+                if not _is_plain_array(value):
+                    continue
+                fp = fingerprint(value)
+                known = self.latest.get(id(value))
+                if known is None or known[0] != fp:
+                    size = int(getattr(value, "capacity", 0) or 0)
+                    if self.used + size > self.budget:
+                        self.over_budget_at = launch.index
+                        launch.pre = {}
+                        break
+                    self.used += size
+                    known = (fp, wp.clone(value, requires_grad=False))
+                    self.latest[id(value)] = known
+                launch.pre[id(value)] = known[1]
+        self.launches.append(launch)
+
+
+def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
+    """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
+    params decide what is tested (see ``gradient_path``): pass them to check_launches."""
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import intercepted_launches
+
+    recorder = LaunchRecorder(budget)
+    tape = wp.Tape()
+    with intercepted_launches(recorder.before), tape:
+        loss = scenario.forward()
+    recorder.loss_id = id(loss)
+    return recorder, tape, loss
+
+
+def check_launches(
+    recorder: LaunchRecorder, params, options: FDOptions, seed: int = 0, only=None, tangents=None
+) -> list[LaunchVerdict]:
+    """The dot-product and accumulation tests for every recorded launch (or the indices in ``only``), on the
+    inputs that depend on ``params`` and the outputs that reach the loss. ``tangents`` (record_tangents): the
+    direction each launch's inputs move in when the params do, used instead of a random one."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    verdicts = []
+    launches = recorder.launches
+    read_after = _read_after(launches, recorder.loss_id)
+    path = gradient_path(launches, params, recorder.loss_id)
+    for launch in launches:
+        if only is not None and launch.index not in only:
+            continue
+        verdict = _test_unit([launch], options, rng, read_after, path, tangents)
+        if verdict.status in ("mismatch", "assigns"):
+            # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
+            # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
+            # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
+            for unit in _units_around(launches, launch):
+                joint = _test_unit(unit, options, rng, read_after, path, tangents)
+                if joint.status == "ok":
+                    partners = [entry for entry in unit if entry is not launch]
+                    verdict = replace(
+                        verdict,
+                        status="split",
+                        note="its adjoint is split with "
+                        + ", ".join(f"#{c.index} {c.kernel.key}" for c in partners)
+                        + f": tested together they agree (rel {joint.rel_error:.2g})",
+                    )
+                    break
+        verdicts.append(verdict)
+    return verdicts
+
+
+def record_tangents(scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3):
+    """launch index → {id(array): d(values before the launch) / dt} along a random param direction, from two more
+    recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
+    something else (a data-dependent launch sequence).
+
+    Why not a random direction per launch: launches are only ever evaluated on inputs the program can produce.
+    Newton's mass matrix is symmetric, its Cholesky reads one triangle and the solve's adjoint writes the
+    full-matrix convention: correct for every symmetric perturbation, wrong for a random one. The program's own
+    tangent keeps every such structure."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
+    direction = {key: _rms(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
+    runs = []
+    for sign in (1.0, -1.0):
+        restore()
+        for key, arr in params.items():
+            arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
+        run, _tape, _loss = record_forward(scenario, recorder.budget)
+        runs.append(run)
+    restore()
+    plus, minus = runs
+    if [launch.kernel for launch in plus.launches] != [launch.kernel for launch in recorder.launches] or [
+        launch.kernel for launch in minus.launches
+    ] != [launch.kernel for launch in recorder.launches]:
+        return None
+    tangents = {}
+    for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
+        # arguments match by position: the same launch in each run passes the same arrays
+        entry = {}
+        for value, v_up, v_down in zip(base.inputs, up.inputs, down.inputs):
+            if _is_plain_array(value) and id(v_up) in up.pre and id(v_down) in down.pre:
+                a = up.pre[id(v_up)].numpy().astype(np.float64)
+                b = down.pre[id(v_down)].numpy().astype(np.float64)
+                if a.shape == b.shape:
+                    entry[id(value)] = (a - b) / (2 * step)
+        tangents[base.index] = entry
+    return tangents
+
+
+def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:
+    """(ids of arrays that depend on the params, ids of arrays the loss depends on), through the launches.
+
+    Only derivatives along this path reach a param's gradient. Others are not the program's business: Newton's
+    Featherstone Cholesky adjoint is a no-op, so the derivative by the armature it adds to the diagonal is
+    dropped, but no gradient gradcheck is asked about flows through it."""
+    depends = {id(p) for p in params}
+    for launch in launches:
+        if any(id(v) in depends for v in launch.inputs):
+            depends |= {id(v) for v in launch.outputs if _is_plain_array(v)}
+    feeds = {loss_id} if loss_id is not None else set()
+    for launch in reversed(launches):
+        if any(id(v) in feeds for v in launch.outputs):
+            feeds |= {id(v) for v in launch.inputs if _is_plain_array(v)}
+    return depends, feeds
+
+
+def _read_after(launches: list[_Launch], loss_id: int | None):
+    """read_after(key, index): is the array read by a launch after ``index``, or the loss? Only those outputs
+    carry adjoints in the program: a scratch output no later launch reads (Featherstone's ``tmp``) gets none,
+    and a custom adjoint may rightly ignore it."""
+    last_read: dict[int, int] = {}
+    for launch in launches:
+        for v in launch.inputs:
+            if _is_plain_array(v):
+                last_read[id(v)] = launch.index
+
+    def read_after(key: int, index: int) -> bool:
+        return key == loss_id or last_read.get(key, -1) > index
+
+    return read_after
+
+
+def _units_around(launches: list[_Launch], launch: _Launch):
+    """Candidate units for a split adjoint, smallest first: with the consumers, with the producers, with two
+    generations of producers, with both sides; each at most MAX_UNIT launches, each tried once."""
+    seen = set()
+    after = _consumers(launches, [launch])
+    before = _producers(launches, [launch])
+    before2 = _producers(launches, [*before, launch]) if before else []
+    for unit in ([launch, *after], [*before, launch], [*before2, *before, launch], [*before, launch, *after]):
+        unit = sorted({id(u): u for u in unit}.values(), key=lambda entry: entry.index)
+        key = tuple(u.index for u in unit)
+        if len(unit) > 1 and len(unit) <= MAX_UNIT and key not in seen:
+            seen.add(key)
+            yield unit
+
+
+def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
+    """The next launches after the unit that read an array the unit wrote (in outputs)."""
+    written = {id(v) for entry in unit for v in entry.outputs if _is_plain_array(v)}
+    found = []
+    for later in launches[unit[-1].index + 1 :]:
+        if any(id(v) in written for v in later.inputs if _is_plain_array(v)):
+            found.append(later)
+            if len(found) >= MAX_CONSUMERS:
+                break
+    return found
+
+
+def _producers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
+    """The latest launches before the unit that wrote (in outputs) an array the unit reads and does not write."""
+    written = {id(v) for entry in unit for v in entry.outputs}
+    reads = {id(v) for entry in unit for v in entry.inputs if _is_plain_array(v)} - written
+    found = []
+    for earlier in reversed(launches[: unit[0].index]):
+        wrote = {id(v) for v in earlier.outputs if _is_plain_array(v)} & reads
+        if wrote:
+            found.insert(0, earlier)
+            reads -= wrote
+            if len(found) >= MAX_CONSUMERS or not reads:
+                break
+    return found
+
+
+def _is_plain_array(value) -> bool:
+    from gradcheck.probes.warp_compat import array_class
+
+    return isinstance(value, array_class()) and bool(value.ptr)
+
+
+def _label(unit: list[_Launch]) -> tuple[int, str, str | None]:
+    first = unit[0]
+    return first.index, first.kernel.key, first.where
+
+
+def _not_checked(unit, why: str) -> LaunchVerdict:
+    index, key, where = _label(unit)
+    return LaunchVerdict(index, key, where, "not-checked", note=why)
+
+
+def _tangent(unit: list[_Launch], keys: list[int], tangents) -> dict | None:
+    """The program's own tangent of the unit's inputs (each as the first launch of the unit read it), or None
+    when there is none or it is zero."""
+    import numpy as np
+
+    if not tangents:
+        return None
+    found = {}
+    for key in keys:
+        for launch in unit:
+            if key in launch.pre and key in tangents.get(launch.index, {}):
+                found[key] = tangents[launch.index][key]
+                break
+        else:
+            found[key] = None
+    if any(v is None for v in found.values()) or not any(np.any(v != 0) for v in found.values()):
+        return None
+    return found
+
+
+def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, tangents=None) -> LaunchVerdict:
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.finite_diff import F32_EPS, Judge
+    from gradcheck.probes.warp_compat import backward_disabled, is_float_array, is_struct_instance
+
+    for launch in unit:
+        if not launch.pre and any(_is_plain_array(v) for v in launch.inputs + launch.outputs):
+            return _not_checked(unit, "over the memory budget for copies of forward values")
+        if any(is_struct_instance(v) for v in launch.inputs + launch.outputs):
+            return _not_checked(unit, "takes a struct argument (not replayed yet)")
+        if backward_disabled(launch.kernel):
+            return _not_checked(unit, "built with enable_backward=False")
+
+    arrays: dict[int, object] = {}
+    for launch in unit:
+        for v in launch.inputs + launch.outputs:
+            if _is_plain_array(v):
+                arrays.setdefault(id(v), v)
+    first_pre = {}
+    for launch in unit:
+        for key, copy in launch.pre.items():
+            first_pre.setdefault(key, copy)
+
+    post: dict[int, dict] = {}  # launch index → its arrays as it left them (the base run)
+
+    def run_forward(perturb: dict | None = None, keep: bool = False) -> dict:
+        perturb = perturb or {}
+        work = {key: wp.clone(first_pre[key], requires_grad=False) for key in arrays}
+        produced: set[int] = set()  # arrays an earlier launch of the unit wrote: those flow on
+        for position, launch in enumerate(unit):
+            # everything else as this launch found it in the forward (launches outside the unit may have run in
+            # between), with the perturbation of the unit's inputs applied again
+            for key, copy in launch.pre.items():
+                if key in produced or (position == 0 and key not in perturb):
+                    continue
+                if key in perturb:
+                    values = copy.numpy().astype(np.float64) + perturb[key]
+                    work[key].assign(values.astype(copy.numpy().dtype))
+                else:
+                    wp.copy(work[key], copy)
+            _forward(launch, work)
+            produced |= {id(v) for v in launch.outputs if _is_plain_array(v)}
+            if keep:
+                post[launch.index] = {
+                    id(v): wp.clone(work[id(v)], requires_grad=False) for v in launch.outputs if _is_plain_array(v)
+                }
+        return work
+
+    def _forward(launch, work):
+        wp.launch(
+            launch.kernel,
+            launch.dim,
+            inputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.inputs],
+            outputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.outputs],
+            device=launch.options["device"],
+            max_blocks=launch.options["max_blocks"],
+            block_dim=launch.options["block_dim"] or 256,
+            record_tape=False,
+        )
+
+    base = run_forward(keep=True)
+    # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
+    # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
+    written = {key for key in arrays if _raw(base[key]) != _raw(first_pre[key])}
+    written |= {id(v) for launch in unit for v in launch.outputs if _is_plain_array(v)}
+    read = [id(v) for launch in unit for v in launch.inputs if _is_plain_array(v)]
+    # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
+    # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
+    grads = {key for key, a in arrays.items() if getattr(a, "requires_grad", False)}
+    depends, feeds = path
+    in_place = [
+        key
+        for key in written
+        if key in read and key not in _outputs_of(unit) and key in grads and (key in depends or key in feeds)
+    ]
+    if in_place:
+        return _not_checked(unit, "updates an input array in place (Warp's adjoint does not support that)")
+    last = unit[-1].index
+    finals = [key for key in written if read_after(key, last) and is_float_array(arrays[key])]
+    finals = [key for key in finals if key in grads and key in feeds]
+    perturbable = [
+        key
+        for key in dict.fromkeys(read)
+        if key not in written and key in grads and key in depends and is_float_array(arrays[key])
+    ]
+    if not finals or not perturbable:
+        return _not_checked(unit, "no float input to perturb or float output to weigh")
+
+    weights = {key: rng.standard_normal(base[key].numpy().shape) for key in finals}
+    x0 = {key: first_pre[key].numpy().astype(np.float64) for key in perturbable}
+    scale = {key: _rms(x0[key]) for key in perturbable}
+    raw = _tangent(unit, perturbable, tangents)
+    if raw is None:  # no program tangent reaches these inputs: a random direction, scaled per array
+        raw = {key: scale[key] * rng.standard_normal(x0[key].shape) for key in perturbable}
+    norm = math.sqrt(sum(float(np.sum(r * r)) for r in raw.values())) or 1.0
+    size = math.sqrt(sum(scale[key] ** 2 for key in perturbable))
+    direction = {key: size * raw[key] / norm for key in perturbable}
+
+    def weighted(work: dict) -> float:
+        return float(sum(np.sum(weights[k] * work[k].numpy().astype(np.float64)) for k in finals))
+
+    magnitude = float(sum(np.sum(np.abs(weights[k] * base[k].numpy().astype(np.float64))) for k in finals))
+
+    def adjoint(prefill: dict) -> dict:
+        adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in arrays if key in grads}
+        for key in finals:
+            adj[key].assign(weights[key].astype(first_pre[key].numpy().dtype))
+        for key, values in prefill.items():
+            adj[key].assign(values.astype(first_pre[key].numpy().dtype))
+        for launch in reversed(unit):
+            # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
+            own = {key: wp.clone(copy, requires_grad=False) for key, copy in launch.pre.items()}
+            own.update({key: wp.clone(copy, requires_grad=False) for key, copy in post[launch.index].items()})
+            wp.launch(
+                launch.kernel,
+                launch.dim,
+                inputs=[own.get(id(v), v) if _is_plain_array(v) else v for v in launch.inputs],
+                outputs=[own.get(id(v), v) if _is_plain_array(v) else v for v in launch.outputs],
+                adj_inputs=[adj.get(id(v)) if _is_plain_array(v) else _zero_like(v) for v in launch.inputs],
+                adj_outputs=[adj.get(id(v)) if _is_plain_array(v) else _zero_like(v) for v in launch.outputs],
+                adjoint=True,
+                device=launch.options["device"],
+                max_blocks=launch.options["max_blocks"],
+                block_dim=launch.options["block_dim"] or 256,
+                record_tape=False,
+            )
+        return {key: adj[key].numpy().astype(np.float64) for key in perturbable}
+
+    clean = adjoint({})
+    prefill = {key: rng.standard_normal(x0[key].shape) for key in perturbable}
+    filled = adjoint(prefill)
+    ad = sum(float(np.sum(clean[k] * direction[k])) for k in perturbable)
+
+    class _UnitRollouts:
+        count, output_size = 0, 1
+        state = None
+
+        def loss(self, delta: dict) -> float:
+            self.count += 1
+            return weighted(run_forward(delta))
+
+    from gradcheck.probes.finite_diff import Rollouts
+
+    rollouts = _UnitRollouts()
+    rollouts.central = Rollouts.central.__get__(rollouts)
+    rollouts.noise = Rollouts.noise.__get__(rollouts)
+    judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
+    probe = judge.probe("unit", ad, direction, 0.0)
+
+    index, key, where = _label(unit)
+    # the adjoint must add to what the input gradients held: filled == prefill + clean
+    worst = 0.0
+    for k in perturbable:
+        expected = prefill[k] + clean[k]
+        tolerance = 1e-4 * (np.abs(prefill[k]) + np.abs(clean[k])) + 1e-6
+        worst = max(worst, float(np.max(np.abs(filled[k] - expected) / tolerance)) if expected.size else 0.0)
+    if worst > 1.0 and any(np.any(clean[k] != 0) for k in perturbable):
+        return LaunchVerdict(
+            index,
+            key,
+            where,
+            "assigns",
+            probe.rel_error,
+            ad,
+            probe.fd,
+            rollouts.count,
+            note="its adjoint overwrites the input gradients instead of adding to them",
+        )
+    if not probe.converged:
+        return LaunchVerdict(index, key, where, "no-verdict", probe.rel_error, ad, probe.fd, rollouts.count)
+    status = "mismatch" if probe.rel_error >= options.warn else "ok"
+    return LaunchVerdict(index, key, where, status, probe.rel_error, ad, probe.fd, rollouts.count)
+
+
+def _raw(array) -> int:
+    import zlib
+
+    import numpy as np
+
+    values = np.ascontiguousarray(array.numpy())
+    return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
+
+
+def _outputs_of(unit: list[_Launch]) -> set[int]:
+    return {id(v) for launch in unit for v in launch.outputs}
+
+
+def _zero_like(value):
+    """The adjoint of a non-array argument: zero of its type, or None for what has none."""
+    try:
+        return type(value)(0) if not isinstance(value, bool) else False
+    except Exception:  # noqa: BLE001 - vectors, structs: Warp accepts None for an unused adjoint
+        return None
+
+
+def _rms(values) -> float:
+    import numpy as np
+
+    rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
+    return rms if rms > 0 and math.isfinite(rms) else 1.0
