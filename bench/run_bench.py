@@ -233,8 +233,35 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
                 row["gradcheck_tape_s"] = time.perf_counter() - started
                 row["gradcheck_tape_passed"] = bool(passed)
                 row["gradcheck_tape_launches"] = len(tape.launches)
+            row.update(blame_cost(scenario, params, snapshots))
             out[scratch] = row
     return out
+
+
+def blame_cost(scenario, params: dict, snapshots: dict) -> dict:
+    """B1: gradcheck's per-launch adjoint test over every launch (recording forward, two tangent forwards, the
+    tests), as `gradcheck blame` runs it, on the same scenario as gradcheck_tape."""
+    from gradcheck.model.options import FDOptions
+    from gradcheck.probes import launch_check
+    from gradcheck.probes.warp_compat import load_warp
+
+    wp = load_warp()
+
+    def restore():
+        for key, arr in params.items():
+            wp.copy(arr, snapshots[key])
+
+    restore()
+    started = time.perf_counter()
+    recorder, _tape, _loss = launch_check.record_forward(scenario)
+    tangents = launch_check.record_tangents(scenario, params, restore, recorder)
+    verdicts = launch_check.check_launches(recorder, list(params.values()), FDOptions(), tangents=tangents)
+    seconds = time.perf_counter() - started
+    restore()
+    statuses: dict[str, int] = {}
+    for v in verdicts:
+        statuses[v.status] = statuses.get(v.status, 0) + 1
+    return {"blame_s": seconds, "blame_launches": len(verdicts), "blame_statuses": statuses}
 
 
 def wall(cmd: list[str], repeat: int) -> float:
@@ -270,6 +297,10 @@ def main() -> None:
         Path(args.output).write_text(text, encoding="utf-8")
 
 
+def _statuses(statuses: dict) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(statuses.items(), key=lambda item: -item[1]))
+
+
 def render(r: dict, args) -> str:
     import newton
     import warp as wp
@@ -292,6 +323,8 @@ two timings taken in the same run.
 | P5 | gradient statistics (norm, max, NaN/Inf/nonzero counts, checksum) of a {r["p5"]["floats"]:,}-float buffer vs `wp.copy` of it | **{r["p5"]["ratio"]:.2f}×** ({1000 * r["p5"]["stats"]:.1f} ms vs {1000 * r["p5"]["copy"]:.1f} ms) | ≤ 2× | {ok(r["p5"]["ratio"] <= 2.0)} |
 | P2 | fast FD (3 random directions) vs element-wise FD over all {r["p2"]["shared"]["scalars"]} scalar params, cartpole T={STEPS}, stock | **{r["p2"]["shared"]["elements_s"] / r["p2"]["shared"]["fast_s"]:.0f}× cheaper** ({r["p2"]["shared"]["fast_s"]:.2f} s, {r["p2"]["shared"]["fast_rollouts"]} rollouts vs {r["p2"]["shared"]["elements_s"]:.1f} s, {r["p2"]["shared"]["elements_rollouts"]} rollouts) | ≥ 50× | {ok(r["p2"]["shared"]["elements_s"] / r["p2"]["shared"]["fast_s"] >= 50)} |
 | P2 | the same, per-step scratch | {r["p2"]["per-step"]["elements_s"] / r["p2"]["per-step"]["fast_s"]:.0f}× ({r["p2"]["per-step"]["fast_rollouts"]} vs {r["p2"]["per-step"]["elements_rollouts"]} rollouts) | ≥ 50× | {ok(r["p2"]["per-step"]["elements_s"] / r["p2"]["per-step"]["fast_s"] >= 50)} |
+| B1 | per-launch adjoint test over every launch (`gradcheck blame`) vs `warp.autograd.gradcheck_tape`, cartpole T={STEPS}, stock | **{r["p2"]["shared"]["gradcheck_tape_s"] / r["p2"]["shared"]["blame_s"]:.1f}× faster** ({r["p2"]["shared"]["blame_s"]:.1f} s vs {r["p2"]["shared"]["gradcheck_tape_s"]:.1f} s, {r["p2"]["shared"]["blame_launches"]} launches: {_statuses(r["p2"]["shared"]["blame_statuses"])}) | ≥ 10×, ≤ ~6 s | {ok(r["p2"]["shared"]["gradcheck_tape_s"] / r["p2"]["shared"]["blame_s"] >= 10 and r["p2"]["shared"]["blame_s"] <= 6.5)} |
+| B1 | the same, per-step scratch (correct solver) | {r["p2"]["per-step"]["gradcheck_tape_s"] / r["p2"]["per-step"]["blame_s"]:.1f}× ({r["p2"]["per-step"]["blame_s"]:.1f} s vs {r["p2"]["per-step"]["gradcheck_tape_s"]:.1f} s; {_statuses(r["p2"]["per-step"]["blame_statuses"])}) | ≥ 10× | {ok(r["p2"]["per-step"]["gradcheck_tape_s"] / r["p2"]["per-step"]["blame_s"] >= 10)} |
 | S1 | struct audit (tape scan + scenario walk + mirror/record checks) over {r["s1"]["fields"]:,} struct array fields and a tape of {r["s1"]["launches"]:,} launches | {r["s1"]["seconds"]:.3f} s | < 0.5 s | {ok(r["s1"]["seconds"] < 0.5)} |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |

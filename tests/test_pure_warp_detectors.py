@@ -215,3 +215,15 @@ def test_correct_kernels_pass_the_per_launch_test():
     assert result.error is None and not by_check(result.findings, "adjoint-mismatch")
     (row,) = result.blame.kernels  # it ran: one kernel, its launch tested and right
     assert row.kernel == "chain_energy" and row.statuses == {"ok": 1} and result.blame.why == "--blame always"
+
+
+def test_blame_command_gives_one_row_per_kernel_and_the_exit_code():
+    from conftest import cli_json
+
+    proc, data = cli_json("blame", "spring-chain", "--fault", "wrong-func-grad", "--device", "cpu")
+    assert proc.returncode == ExitCode.FINDINGS
+    (scenario,) = data["scenarios"]
+    assert scenario["passes"] == 1 and scenario["blame"]["why"] == "--blame always"
+    (row,) = scenario["blame"]["kernels"]
+    assert row["kernel"] == "chain_energy_custom" and row["statuses"] == {"mismatch": 1}
+    assert "spring_chain.py:" in row["where"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck.cli import ci, explain, list_scenarios, new, run, selftest, sweep
+from gradcheck.cli import blame, ci, explain, list_scenarios, new, run, selftest, sweep
 from gradcheck.version import __version__
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app = typer.Typer(
 
 COMMANDS = (
     ("run", run.run),
+    ("blame", blame.blame),
     ("sweep", sweep.sweep),
     ("explain", explain.explain),
     ("ci", ci.ci),

@@ -358,6 +358,8 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
             name, "forward (blame probe)", launch_check.record_tangents, scenario, params, restore, recorder
         )
         verdicts = launch_check.check_launches(recorder, list(params.values()), options, tangents=tangents)
+    except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
+        return BlameResult(why=why, skipped=f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
     finally:
         restore()
     note = None

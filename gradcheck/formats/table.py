@@ -105,6 +105,8 @@ def _scenario(console, result) -> None:
             cells.append(_num(math.sqrt(sum(c * c for c in known)) if known else math.nan))
         params.add_row(*cells, f"[{style}]{verdict}[/]")
     console.print(params)
+    if result.blame is not None:
+        _blame(console, result.blame)
 
     if result.findings:
         findings = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", show_lines=False)
@@ -123,6 +125,36 @@ def _scenario(console, result) -> None:
         console.print(findings)
     else:
         console.print("[green]no findings[/]")
+
+
+def _blame(console, blame) -> None:
+    """One row per kernel of the per-launch adjoint test, the wrong ones first."""
+    from rich.table import Table
+
+    console.print()
+    if blame.skipped:
+        console.print(f"per-launch adjoint test ({blame.why}): not run: {_escape(blame.skipped)}")
+        return
+    launches = sum(k.launches for k in blame.kernels)
+    console.print(
+        f"per-launch adjoint test ({blame.why}): {launches} launches of {len(blame.kernels)} kernels in {blame.seconds:.1f} s"
+    )
+    if blame.note:
+        console.print(f"[bold yellow]note:[/] {_escape(blame.note)}")
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    table.add_column("kernel", overflow="fold", ratio=3)
+    table.add_column("launched at", overflow="fold", ratio=2)
+    table.add_column("launches", justify="right", no_wrap=True)
+    table.add_column("wrong", justify="right", no_wrap=True)
+    table.add_column("worst rel", justify="right", no_wrap=True)
+    table.add_column("other", overflow="fold", ratio=2)
+    for k in blame.kernels:
+        wrong = k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0)
+        other = ", ".join(f"{n} {s}" for s, n in sorted(k.statuses.items()) if s not in ("ok", "mismatch", "assigns"))
+        where = k.where.rsplit("/", 1)[-1] if k.where else "?"
+        style = "red" if wrong else "green"
+        table.add_row(k.kernel, where, str(k.launches), f"[{style}]{wrong}[/]", f"{k.worst_rel_error:.2g}", other)
+    console.print(table)
 
 
 def _summary(report) -> str:

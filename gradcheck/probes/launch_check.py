@@ -44,6 +44,8 @@ class _Launch:
     options: dict
     pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
     where: str | None = None
+    reads: frozenset = frozenset()  # ids of the arrays in inputs
+    writes: frozenset = frozenset()  # ids of the arrays in outputs
 
 
 class LaunchRecorder:
@@ -64,6 +66,8 @@ class LaunchRecorder:
         from gradcheck.probes.replay_probe import fingerprint
 
         launch = _Launch(len(self.launches), kernel, dim, inputs, outputs, options)
+        launch.reads = frozenset(id(v) for v in inputs if _is_plain_array(v))
+        launch.writes = frozenset(id(v) for v in outputs if _is_plain_array(v))
         frame = inspect.currentframe().f_back.f_back  # the caller of wp.launch
         launch.where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
         if self.over_budget_at is None:
@@ -148,7 +152,10 @@ def record_tangents(scenario, params: dict, restore, recorder: LaunchRecorder, s
     tangent keeps every such structure."""
     import numpy as np
 
+    from gradcheck.probes.warp_compat import is_float_array
+
     rng = np.random.default_rng(seed)
+    params = {key: arr for key, arr in params.items() if is_float_array(arr)}
     base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
     direction = {key: _rms(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
     runs = []
@@ -187,11 +194,11 @@ def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple
     depends = {id(p) for p in params}
     for launch in launches:
         if any(id(v) in depends for v in launch.inputs):
-            depends |= {id(v) for v in launch.outputs if _is_plain_array(v)}
+            depends |= launch.writes
     feeds = {loss_id} if loss_id is not None else set()
     for launch in reversed(launches):
         if any(id(v) in feeds for v in launch.outputs):
-            feeds |= {id(v) for v in launch.inputs if _is_plain_array(v)}
+            feeds |= launch.reads
     return depends, feeds
 
 
@@ -228,10 +235,10 @@ def _units_around(launches: list[_Launch], launch: _Launch):
 
 def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
     """The next launches after the unit that read an array the unit wrote (in outputs)."""
-    written = {id(v) for entry in unit for v in entry.outputs if _is_plain_array(v)}
+    written = frozenset().union(*(entry.writes for entry in unit))
     found = []
     for later in launches[unit[-1].index + 1 :]:
-        if any(id(v) in written for v in later.inputs if _is_plain_array(v)):
+        if not later.reads.isdisjoint(written):
             found.append(later)
             if len(found) >= MAX_CONSUMERS:
                 break
@@ -240,11 +247,11 @@ def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
 
 def _producers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
     """The latest launches before the unit that wrote (in outputs) an array the unit reads and does not write."""
-    written = {id(v) for entry in unit for v in entry.outputs}
-    reads = {id(v) for entry in unit for v in entry.inputs if _is_plain_array(v)} - written
+    written = frozenset().union(*(entry.writes for entry in unit))
+    reads = set().union(*(entry.reads for entry in unit)) - written
     found = []
     for earlier in reversed(launches[: unit[0].index]):
-        wrote = {id(v) for v in earlier.outputs if _is_plain_array(v)} & reads
+        wrote = earlier.writes & reads
         if wrote:
             found.insert(0, earlier)
             reads -= wrote
@@ -253,10 +260,15 @@ def _producers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
     return found
 
 
-def _is_plain_array(value) -> bool:
-    from gradcheck.probes.warp_compat import array_class
+_ARRAY_CLASS: list = []
 
-    return isinstance(value, array_class()) and bool(value.ptr)
+
+def _is_plain_array(value) -> bool:
+    if not _ARRAY_CLASS:
+        from gradcheck.probes.warp_compat import array_class
+
+        _ARRAY_CLASS.append(array_class())
+    return isinstance(value, _ARRAY_CLASS[0]) and bool(value.ptr)
 
 
 def _label(unit: list[_Launch]) -> tuple[int, str, str | None]:
@@ -315,10 +327,13 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
             first_pre.setdefault(key, copy)
 
     post: dict[int, dict] = {}  # launch index → its arrays as it left them (the base run)
+    buffers = {key: wp.clone(first_pre[key], requires_grad=False) for key in arrays}  # reused by every run
 
     def run_forward(perturb: dict | None = None, keep: bool = False) -> dict:
         perturb = perturb or {}
-        work = {key: wp.clone(first_pre[key], requires_grad=False) for key in arrays}
+        work = buffers
+        for key in arrays:
+            wp.copy(work[key], first_pre[key])
         produced: set[int] = set()  # arrays an earlier launch of the unit wrote: those flow on
         for position, launch in enumerate(unit):
             # everything else as this launch found it in the forward (launches outside the unit may have run in
@@ -346,12 +361,10 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
             inputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.inputs],
             outputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.outputs],
             device=launch.options["device"],
-            max_blocks=launch.options["max_blocks"],
-            block_dim=launch.options["block_dim"] or 256,
-            record_tape=False,
+            **_launch_options(launch),
         )
 
-    base = run_forward(keep=True)
+    base = {key: wp.clone(value, requires_grad=False) for key, value in run_forward(keep=True).items()}
     # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
     # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
     written = {key for key in arrays if _raw(base[key]) != _raw(first_pre[key])}
@@ -394,6 +407,13 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
 
     magnitude = float(sum(np.sum(np.abs(weights[k] * base[k].numpy().astype(np.float64))) for k in finals))
 
+    replay = {
+        launch.index: {
+            key: wp.clone(copy, requires_grad=False) for key, copy in {**launch.pre, **post[launch.index]}.items()
+        }
+        for launch in unit
+    }
+
     def adjoint(prefill: dict) -> dict:
         adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in arrays if key in grads}
         for key in finals:
@@ -402,8 +422,11 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
             adj[key].assign(values.astype(first_pre[key].numpy().dtype))
         for launch in reversed(unit):
             # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
-            own = {key: wp.clone(copy, requires_grad=False) for key, copy in launch.pre.items()}
-            own.update({key: wp.clone(copy, requires_grad=False) for key, copy in post[launch.index].items()})
+            own = replay[launch.index]
+            for key, copy in launch.pre.items():
+                wp.copy(own[key], copy)
+            for key, copy in post[launch.index].items():
+                wp.copy(own[key], copy)
             wp.launch(
                 launch.kernel,
                 launch.dim,
@@ -413,9 +436,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
                 adj_outputs=[adj.get(id(v)) if _is_plain_array(v) else _zero_like(v) for v in launch.outputs],
                 adjoint=True,
                 device=launch.options["device"],
-                max_blocks=launch.options["max_blocks"],
-                block_dim=launch.options["block_dim"] or 256,
-                record_tape=False,
+                **_launch_options(launch),
             )
         return {key: adj[key].numpy().astype(np.float64) for key in perturbable}
 
@@ -463,6 +484,18 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
         return LaunchVerdict(index, key, where, "no-verdict", probe.rel_error, ad, probe.fd, rollouts.count)
     status = "mismatch" if probe.rel_error >= options.warn else "ok"
     return LaunchVerdict(index, key, where, status, probe.rel_error, ad, probe.fd, rollouts.count)
+
+
+def _launch_options(launch: _Launch) -> dict:
+    """The launch's own device, max_blocks and block_dim (block_dim only where this Warp has it), untaped."""
+    import inspect
+
+    import warp as wp
+
+    options = {"max_blocks": launch.options["max_blocks"], "record_tape": False}
+    if launch.options.get("block_dim") and "block_dim" in inspect.signature(wp.launch).parameters:
+        options["block_dim"] = launch.options["block_dim"]
+    return options
 
 
 def _raw(array) -> int:

@@ -368,8 +368,8 @@ def intercepted_launches(before):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        if not a["adjoint"] and not a["record_cmd"]:
-            options = {"device": a["device"], "max_blocks": a["max_blocks"], "block_dim": a["block_dim"]}
+        if not a.get("adjoint") and not a.get("record_cmd"):  # block_dim and record_cmd: not on every release
+            options = {"device": a.get("device"), "max_blocks": a.get("max_blocks", 0), "block_dim": a.get("block_dim")}
             before(a["kernel"], a["dim"], list(a["inputs"] or []), list(a["outputs"] or []), options)
         return original(*args, **kwargs)
 

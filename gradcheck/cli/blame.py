@@ -1,0 +1,50 @@
+"""``gradcheck blame SPEC``: which launch's adjoint is wrong, tested launch by launch (adjoint-mismatch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gradcheck.cli.run import DEVICE_HELP
+from gradcheck.formats import OutputFormat
+from gradcheck.model.options import FailOn, FDMode
+
+
+def blame(
+    specs: list[str] = typer.Argument(..., help="scenario: built-in name, path.py[:Name], package.module[:attr]"),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
+    settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
+    output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    fd: FDMode = typer.Option(FDMode.fast, "--fd", help="finite-difference check of the whole gradient too"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+) -> None:
+    """Test every launch's adjoint on the values it ran on: one row per kernel (`run --blame always`, one pass)."""
+    from gradcheck.cli.run import run
+    from gradcheck.model.options import BlameMode
+
+    run(
+        specs=specs,
+        device=device,
+        passes=1,
+        fault=fault,
+        settings=settings,
+        fmt=fmt,
+        output=output,
+        fail_on=fail_on,
+        clip_norm=None,
+        max_norm=1e6,
+        trace_nonfinite=False,
+        fd=fd,
+        fd_warn=1e-2,
+        fd_error=1e-1,
+        replay=False,
+        blame=BlameMode.always,
+        timeout=None,
+        quiet=quiet,
+        debug=debug,
+    )
