@@ -18,6 +18,9 @@ norms. Faults:
   calls ``tape.backward``: backward replays the energy on values the forward never saw.
 - ``wrong-func-grad``: the spring term goes through a ``@wp.func`` whose hand-written ``@wp.func_grad``
   forgets the chain-rule factor 2: fd-mismatch sees it, adjoint-mismatch names the launch.
+- ``runtime-loop``: the spring vector is halved in a loop whose trip count is a kernel argument (a dynamic
+  loop) and used after it; Warp's adjoint replays the value from before the loop (live on 1.19, the
+  NVIDIA/warp#729 family): the gradient is silently wrong, adjoint-mismatch names the launch.
 """
 
 from __future__ import annotations
@@ -81,6 +84,29 @@ def chain_energy_custom(
 
 
 @wp.kernel
+def chain_energy_substeps(
+    x: wp.array(dtype=wp.vec3),
+    anchor: wp.array(dtype=wp.vec3),
+    anchor_weight: float,
+    rest: float,
+    substeps: int,
+    loss: wp.array(dtype=float),
+):
+    k = wp.tid()
+    e = 0.1 * wp.dot(x[k], x[k])
+    if k == 0:
+        pull = x[0] - anchor[0]
+        e += anchor_weight * wp.dot(pull, pull)
+    if k + 1 < x.shape[0]:
+        d = x[k + 1] - x[k]
+        for _s in range(substeps):  # trip count known only at run time: a dynamic loop
+            d = d * 0.5  # the spring is halved once per substep
+        stretch = wp.length(d) - rest
+        e += stretch * stretch
+    wp.atomic_add(loss, 0, e)
+
+
+@wp.kernel
 def tick(clock: wp.array(dtype=float), dt: float):
     clock[0] = clock[0] + dt  # written through inputs=: the inputs/outputs split is a convention
 
@@ -121,6 +147,7 @@ class SpringChain:
         "clock-not-reset": "the anchor drifts with a clock forward() advances and never resets",
         "changed-before-backward": "the points are projected into a slab in place after forward, before backward",
         "wrong-func-grad": "the spring energy's hand-written @wp.func_grad forgets the factor 2 of stretch^2",
+        "runtime-loop": "the spring vector is updated in a loop with a run-time trip count and used after it",
     }
 
     def setup(self, device, fault=None):
@@ -148,8 +175,13 @@ class SpringChain:
             wp.launch(tick, dim=1, inputs=[self.clock, 0.5])
             wp.launch(drifting_anchor, dim=1, inputs=[self.anchor, self.clock], outputs=[self.moved_anchor])
             anchor = self.moved_anchor
-        energy = chain_energy_custom if self.fault == "wrong-func-grad" else chain_energy
-        wp.launch(energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
+        if self.fault == "runtime-loop":
+            wp.launch(
+                chain_energy_substeps, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.2, 1], outputs=[self.loss]
+            )
+        else:
+            energy = chain_energy_custom if self.fault == "wrong-func-grad" else chain_energy
+            wp.launch(energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
 
     def _project_then_backward(self, tape, loss):

@@ -354,8 +354,16 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
     try:
         restore()
         recorder, _tape, _loss = _call(name, "forward (blame probe)", launch_check.record_forward, scenario)
+        direction = fd_result.culprit_direction if fd_result is not None else None
         tangents = _call(
-            name, "forward (blame probe)", launch_check.record_tangents, scenario, params, restore, recorder
+            name,
+            "forward (blame probe)",
+            launch_check.record_tangents,
+            scenario,
+            params,
+            restore,
+            recorder,
+            direction=direction,
         )
         verdicts = launch_check.check_launches(recorder, list(params.values()), options, tangents=tangents)
     except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report

@@ -67,6 +67,7 @@ def cases(warp_version: str) -> tuple[Case, ...]:
         Case("spring-chain", "clock-not-reset", frozenset({"stateful-forward"})),
         Case("spring-chain", "changed-before-backward", frozenset({"changed-before-backward"})),
         Case("spring-chain", "wrong-func-grad", frozenset({"fd-mismatch", "adjoint-mismatch"})),
+        Case("spring-chain", "runtime-loop", frozenset({"fd-mismatch", "adjoint-mismatch"})),
     )
 
 

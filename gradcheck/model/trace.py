@@ -194,6 +194,9 @@ class FDResult:
     noise_level: float | None = None  # sigma of the loss's computational noise (ECnoise), when it was measured
     repeat_loss: float | None = None  # the unperturbed loss evaluated again: it must equal `loss`
     restored_arrays: int = 0  # program arrays (params aside) put back to the first pass's start before each rollout
+    # the param direction (key → numpy step) of the worst converged disagreement: the blame probe follows it,
+    # so the launches it tests move the way the failing probe moved the program
+    culprit_direction: Mapping | None = field(default=None, compare=False, repr=False)
     state_note: str | None = None  # why the program's arrays were not kept (over the memory budget)
 
     @property

@@ -383,6 +383,7 @@ def run_fd(
     count = sum(grads[k].size for k in keys)
     typical = math.sqrt(scaled_sq / max(count, 1))
     directions = []
+    worst: tuple | None = None  # (probe, delta) of the worst converged disagreement
     if options.mode is FDMode.fast:
         for d in range(options.directions):
             raw = {k: rng.standard_normal(rollouts.x0[k].shape) for k in keys}
@@ -390,6 +391,7 @@ def run_fd(
             delta = {k: scale[k] * raw[k] / norm for k in keys}
             ad = sum(float(np.sum(grads[k] * delta[k])) for k in keys)
             directions.append(judge.probe(f"direction {d + 1}", ad, delta, typical))
+            worst = _worse(worst, directions[-1], delta, options)
 
     elements = []
     # elements sharpen a directional failure, and may decide where random directions could not (their largest
@@ -405,6 +407,7 @@ def run_fd(
                 ad = float(grads[key][index]) * scale[key]
                 probe = judge.probe(_element_label(key, index), ad, delta, floor)
                 elements.append(_per_unit(probe, scale[key]))
+                worst = _worse(worst, probe, delta, options)
     return FDResult(
         mode,
         tuple(directions),
@@ -418,7 +421,14 @@ def run_fd(
         repeat_loss=again,
         restored_arrays=restored,
         state_note=rollouts.state.note,
+        culprit_direction=worst[1] if worst else None,
     )
+
+
+def _worse(worst: tuple | None, probe: Probe, delta: dict, options: FDOptions) -> tuple | None:
+    if not probe.converged or probe.rel_error < options.warn:
+        return worst
+    return (probe, delta) if worst is None or probe.rel_error > worst[0].rel_error else worst
 
 
 def _same_loss(first: float, second: float, device) -> bool:

@@ -141,8 +141,11 @@ def check_launches(
     return verdicts
 
 
-def record_tangents(scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3):
-    """launch index → {id(array): d(values before the launch) / dt} along a random param direction, from two more
+def record_tangents(
+    scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3, direction=None
+):
+    """launch index → {id(array): d(values before the launch) / dt} along a param direction (``direction``: the one
+    a finite-difference probe disagreed along, key → step; else random), from two more
     recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
     something else (a data-dependent launch sequence).
 
@@ -157,7 +160,16 @@ def record_tangents(scenario, params: dict, restore, recorder: LaunchRecorder, s
     rng = np.random.default_rng(seed)
     params = {key: arr for key, arr in params.items() if is_float_array(arr)}
     base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
-    direction = {key: _rms(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
+    if direction:  # the param direction fd-mismatch disagreed along: its error is the sum of the launches'
+        direction = {
+            key: np.asarray(direction[key], dtype=np.float64).reshape(v.shape) if key in direction else 0.0 * v
+            for key, v in base_values.items()
+        }
+        size = math.sqrt(sum(float(np.sum(d * d)) for d in direction.values())) or 1.0
+        scale = math.sqrt(sum(_rms(v) ** 2 for v in base_values.values()))
+        direction = {key: d * scale / size for key, d in direction.items()}
+    else:
+        direction = {key: _rms(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
     runs = []
     for sign in (1.0, -1.0):
         restore()
