@@ -33,6 +33,10 @@ def test_stock_cartpole_long_horizon_is_caught_by_all_three():
     assert any(name.startswith("solver.") for name in changed)
     assert any(name.endswith(".joint_qdd") for name in changed)
     assert report.exit_code == ExitCode.FINDINGS
+    # blamed on the solver's rewrites, not on an adjoint: launch by launch, on forward values, every one is right
+    assert "buffers rewritten between forward and backward" in fd.message
+    assert [f for f in by_check(result.findings, "adjoint-mismatch") if f.severity >= Severity.WARNING] == []
+    assert result.blame.why == "fd-mismatch fired" and result.blame.kernels
 
 
 @pytest.mark.slow
