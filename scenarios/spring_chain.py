@@ -31,6 +31,16 @@ N = 16
 LR = 0.01
 
 
+@wp.func
+def site_energy(x: wp.array(dtype=wp.vec3), k: int, anchor: wp.array(dtype=wp.vec3), anchor_weight: float):
+    """0.1 |x_k|^2, plus the anchor's pull on the first particle."""
+    e = 0.1 * wp.dot(x[k], x[k])
+    if k == 0:
+        pull = x[0] - anchor[0]
+        e += anchor_weight * wp.dot(pull, pull)
+    return e
+
+
 @wp.kernel
 def chain_energy(
     x: wp.array(dtype=wp.vec3),
@@ -40,10 +50,7 @@ def chain_energy(
     loss: wp.array(dtype=float),
 ):
     k = wp.tid()
-    e = 0.1 * wp.dot(x[k], x[k])
-    if k == 0:
-        pull = x[0] - anchor[0]
-        e += anchor_weight * wp.dot(pull, pull)
+    e = site_energy(x, k, anchor, anchor_weight)
     if k + 1 < x.shape[0]:
         d = x[k + 1] - x[k]
         stretch = wp.sqrt(wp.dot(d, d)) - rest  # |d|, written the way it often is
@@ -74,10 +81,7 @@ def chain_energy_custom(
     loss: wp.array(dtype=float),
 ):
     k = wp.tid()
-    e = 0.1 * wp.dot(x[k], x[k])
-    if k == 0:
-        pull = x[0] - anchor[0]
-        e += anchor_weight * wp.dot(pull, pull)
+    e = site_energy(x, k, anchor, anchor_weight)
     if k + 1 < x.shape[0]:
         e += spring_energy(x[k + 1] - x[k], rest)
     wp.atomic_add(loss, 0, e)
@@ -93,10 +97,7 @@ def chain_energy_substeps(
     loss: wp.array(dtype=float),
 ):
     k = wp.tid()
-    e = 0.1 * wp.dot(x[k], x[k])
-    if k == 0:
-        pull = x[0] - anchor[0]
-        e += anchor_weight * wp.dot(pull, pull)
+    e = site_energy(x, k, anchor, anchor_weight)
     if k + 1 < x.shape[0]:
         d = x[k + 1] - x[k]
         for _s in range(substeps):  # trip count known only at run time: a dynamic loop

@@ -351,7 +351,8 @@ def run_fd(
     device = next(iter(params.values())).device
     restored = len(rollouts.state.pairs)
     kept = f" (with the {restored} arrays it holds restored)" if restored else ""
-    if not _same_loss(base, again, device):
+
+    def skipped(reason: str) -> FDResult:
         return FDResult(
             mode=mode,
             rollouts=rollouts.count,
@@ -359,20 +360,19 @@ def run_fd(
             repeat_loss=again,
             restored_arrays=restored,
             state_note=rollouts.state.note,
-            skipped=f"forward() is not a function of the params{kept}: the loss at the same params was {base!r}, "
-            f"then {again!r}; a difference quotient would compare two different functions (see stateful-forward)",
+            skipped=reason,
+        )
+
+    if not _same_loss(base, again, device):
+        return skipped(
+            f"forward() is not a function of the params{kept}: the loss at the same params was {base!r}, "
+            f"then {again!r}; a difference quotient would compare two different functions (see stateful-forward)"
         )
     if first_loss is not None and math.isfinite(first_loss) and not _same_loss(first_loss, base, device):
-        return FDResult(
-            mode=mode,
-            rollouts=rollouts.count,
-            loss=base,
-            repeat_loss=again,
-            restored_arrays=restored,
-            state_note=rollouts.state.note,
-            skipped=f"the loss at the first pass's params{kept} was {base!r}, but the first pass's was {first_loss!r}: "
+        return skipped(
+            f"the loss at the first pass's params{kept} was {base!r}, but the first pass's was {first_loss!r}: "
             "state outside the params changed after it (see stateful-forward), so its gradient is not the derivative "
-            "these rollouts would measure",
+            "these rollouts would measure"
         )
     judge = Judge(rollouts, base, options)
     scale = {k: _scale(rollouts.x0[k]) for k in keys}
