@@ -128,6 +128,11 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         names = ", ".join(sorted({r.array for r in rewrites})[:3])
         cause = f"buffers rewritten between forward and backward: {names} (see write-after-read)"
         hint = "give each step its own buffers, so every launch's adjoint sees the values its forward read"
+    elif leftovers := _leftovers(trace):
+        cause = (
+            f"gradients left over from an earlier backward: {', '.join(leftovers[:3])} (see zero-audit, accumulation)"
+        )
+        hint = "clear every gradient the tape reaches between backward calls (tape.zero(), and the arrays it misses)"
     elif blame is not None:
         tested = sum(v.status in ("ok", "split") for v in blame.verdicts)
         untested = sum(v.status in ("not-checked", "no-verdict") for v in blame.verdicts)
@@ -144,6 +149,16 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         hint=hint,
         evidence={**finding.evidence, "cause": cause},
     )
+
+
+def _leftovers(trace: Trace) -> list[str]:
+    """Gradient buffers nonzero after the first pass's zero step that a later backward did add to."""
+    first = trace.passes[0] if trace.passes else None
+    later = trace.passes[1] if len(trace.passes) > 1 else None
+    if first is None:
+        return []
+    kept = set(later.kept_by_backward) if later is not None else set()
+    return [s.subject for s in first.survivors if s.subject not in kept]
 
 
 def _unsettled(fd, probe: Probe) -> Finding:

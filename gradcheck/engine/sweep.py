@@ -50,14 +50,23 @@ def split_sweep(settings: dict[str, str]) -> tuple[str, list[str], dict[str, str
 def run_sweep(spec: str, settings: dict[str, str], device: str | None, fault: str | None = None, progress=None):
     from gradcheck.engine.environment import check_device, default_device
     from gradcheck.engine.scenario_run import run_one
-    from gradcheck.model.options import FDOptions, RunOptions
+    from gradcheck.model.options import BlameMode, FDOptions, RunOptions
 
     key, values, fixed = split_sweep(settings)
     fd = FDOptions(auto_elements=False)
     device = check_device(device) if device else default_device()
     rows = []
     for value in values:
-        options = RunOptions(device=device, passes=1, fault=fault, settings={**fixed, key: value}, fd=fd, replay=False)
+        # the sweep charts the finite-difference error: no replay or per-launch probes
+        options = RunOptions(
+            device=device,
+            passes=1,
+            fault=fault,
+            settings={**fixed, key: value},
+            fd=fd,
+            replay=False,
+            blame=BlameMode.off,
+        )
         result = run_one(spec, options, device, progress)
         if result.error:
             rows.append(SweepRow(value, None, "failed", result.seconds, result.error))

@@ -179,6 +179,10 @@ class Judge:
         first = self.rollouts.central(delta, FIRST_EPS, self.sigma or 0.0, self.base)
         if self._error(ad, first, floor) < self.options.warn and self._precise(ad, first, floor):
             return self._verdict(label, ad, first, floor, True, (first,))
+        if ad == 0.0 and first.ahead == 0.0 and first.behind == 0.0:
+            # the loss does not move at all along the probe and the tape says so: exact agreement (params the
+            # loss does not depend on), not noise; nothing smaller or larger would tell more
+            return self._verdict(label, ad, first, floor, True, (first,))
         if not self._sigma_measured:
             self._sigma_measured, self._measured_along = True, delta
             self.sigma = self.rollouts.noise(delta, self.base)
