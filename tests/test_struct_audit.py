@@ -56,6 +56,8 @@ def test_grad_replaced_is_stale():
     assert finding.evidence["kind"] == "replaced-grad"
     assert finding.evidence["live_ptr"] != finding.evidence["mirror_ptr"] != "null"
     assert [f.subject for f in by_check(result.findings, "missing-gradient")] == ["geo.thickness.grad"]
+    (fd,) = by_check(result.findings, "fd-mismatch")  # the wrong gradient, explained by the stale pointer
+    assert "likely cause: struct adjoint pointers that miss the live gradient: model.geo.thickness.grad" in fd.message
 
 
 def test_late_requires_grad_has_a_null_mirror_and_a_missing_gradient():

@@ -115,7 +115,12 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
     rewrites = trace.replay.hazards if trace.replay is not None and not trace.replay.skipped else ()
     blame = trace.launch_checks if trace.launch_checks is not None and not trace.launch_checks.skipped else None
     wrong = [v for v in blame.verdicts if v.status in ("mismatch", "assigns")] if blame else []
-    if wrong and not changed:
+    pointers = sorted({i.subject for r in trace.passes for i in r.pointer_issues if i.in_tape})
+    tested = sum(v.status in ("ok", "split") for v in blame.verdicts) if blame else 0
+    if pointers:
+        cause = f"struct adjoint pointers that miss the live gradient: {', '.join(pointers[:3])} (see stale-adjoint)"
+        hint = "backward writes into other buffers than the ones read back: fix the struct fields named"
+    elif wrong and not changed:
         worst = max(wrong, key=lambda v: (v.status == "assigns", v.rel_error))
         where = f" ({worst.where.rsplit('/', 1)[-1]})" if worst.where else ""
         cause = f"launch #{worst.index} {worst.kernel}{where} has a wrong adjoint (see adjoint-mismatch)"
@@ -133,8 +138,7 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
             f"gradients left over from an earlier backward: {', '.join(leftovers[:3])} (see zero-audit, accumulation)"
         )
         hint = "clear every gradient the tape reaches between backward calls (tape.zero(), and the arrays it misses)"
-    elif blame is not None:
-        tested = sum(v.status in ("ok", "split") for v in blame.verdicts)
+    elif blame is not None and tested:
         untested = sum(v.status in ("not-checked", "no-verdict") for v in blame.verdicts)
         cause = (
             f"no launch disagrees ({tested} tested alone or with their neighbours, {untested} without a verdict): "
