@@ -32,6 +32,7 @@ from gradcheck.model.trace import LaunchVerdict
 COPY_BUDGET_BYTES = 1 << 30
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
 MAX_UNIT = 6  # launches in one unit at most
+MAX_UNITS = 8  # units tried around one failing launch
 
 
 @dataclass
@@ -215,45 +216,63 @@ def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple
 
 
 def _read_after(launches: list[_Launch], loss_id: int | None):
-    """read_after(key, index): is the array read by a launch after ``index``, or the loss? Only those outputs
-    carry adjoints in the program: a scratch output no later launch reads (Featherstone's ``tmp``) gets none,
-    and a custom adjoint may rightly ignore it."""
-    last_read: dict[int, int] = {}
+    """read_after(key, index): is the value the array holds after launch ``index`` read by a later launch before
+    anything overwrites it (or is it the loss)? Only those outputs carry adjoints in the program: a scratch output
+    no later launch reads (Featherstone's ``tmp``) gets none, and a custom adjoint may rightly ignore it. By value,
+    not by array: stock Featherstone reuses one ``L`` for every step."""
+    import bisect
+
+    events: dict[int, list[tuple[int, bool]]] = {}  # key → [(launch index, is a read)], in order
     for launch in launches:
-        for v in launch.inputs:
-            if _is_plain_array(v):
-                last_read[id(v)] = launch.index
+        for key in launch.reads:
+            events.setdefault(key, []).append((launch.index, True))
+        for key in launch.writes - launch.reads:
+            events.setdefault(key, []).append((launch.index, False))
 
     def read_after(key: int, index: int) -> bool:
-        return key == loss_id or last_read.get(key, -1) > index
+        if key == loss_id:
+            return True
+        history = events.get(key, [])
+        position = bisect.bisect_right(history, (index, True))
+        return position < len(history) and history[position][1]
 
     return read_after
 
 
 def _units_around(launches: list[_Launch], launch: _Launch):
-    """Candidate units for a split adjoint, smallest first: with the consumers, with the producers, with two
-    generations of producers, with both sides; each at most MAX_UNIT launches, each tried once."""
+    """Candidate units for a split adjoint, smallest first: the launch with each single consumer, with each single
+    producer (Featherstone's solve with its Cholesky, not with the torque kernel that also feeds it), then with all
+    consumers, all producers, two generations of producers, both sides; each at most MAX_UNIT launches, each tried
+    once, MAX_UNITS at most."""
     seen = set()
     after = _consumers(launches, [launch])
     before = _producers(launches, [launch])
     before2 = _producers(launches, [*before, launch]) if before else []
-    for unit in ([launch, *after], [*before, launch], [*before2, *before, launch], [*before, launch, *after]):
+    candidates = [[launch, c] for c in after] + [[p, launch] for p in reversed(before)]
+    candidates += [[launch, *after], [*before, launch], [*before2, *before, launch], [*before, launch, *after]]
+    tried = 0
+    for unit in candidates:
         unit = sorted({id(u): u for u in unit}.values(), key=lambda entry: entry.index)
         key = tuple(u.index for u in unit)
-        if len(unit) > 1 and len(unit) <= MAX_UNIT and key not in seen:
+        if len(unit) > 1 and len(unit) <= MAX_UNIT and key not in seen and tried < MAX_UNITS:
             seen.add(key)
+            tried += 1
             yield unit
 
 
 def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
-    """The next launches after the unit that read an array the unit wrote (in outputs)."""
-    written = frozenset().union(*(entry.writes for entry in unit))
+    """The next launches after the unit that read a value the unit wrote (in outputs), before another launch
+    overwrites it: the array may be reused for the next step's value."""
+    live = set().union(*(entry.writes for entry in unit))
     found = []
     for later in launches[unit[-1].index + 1 :]:
-        if not later.reads.isdisjoint(written):
+        if not live:
+            break
+        if not later.reads.isdisjoint(live):
             found.append(later)
             if len(found) >= MAX_CONSUMERS:
                 break
+        live -= later.writes
     return found
 
 
