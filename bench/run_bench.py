@@ -177,7 +177,7 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
     import numpy as np
 
     from gradcheck.model.options import FDOptions
-    from gradcheck.probes.finite_diff import Judge, Rollouts, _scale, run_fd
+    from gradcheck.probes.finite_diff import Judge, Rollouts, param_scale, run_fd
     from gradcheck.probes.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
 
@@ -205,7 +205,7 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
             judge = Judge(rollouts, rollouts.loss({}), FDOptions())
             worst = 0.0
             for key, g in grads.items():
-                scale = _scale(rollouts.x0[key])
+                scale = param_scale(rollouts.x0[key])
                 floor = 1e-2 * float(np.max(np.abs(g))) * scale
                 for index in np.ndindex(g.shape):
                     delta = {key: np.zeros_like(rollouts.x0[key])}

@@ -379,7 +379,7 @@ def run_fd(
             "these rollouts would measure"
         )
     judge = Judge(rollouts, base, options)
-    scale = {k: _scale(rollouts.x0[k]) for k in keys}
+    scale = {k: param_scale(rollouts.x0[k]) for k in keys}
     rng = np.random.default_rng(options.seed)
 
     # a random unit direction sees about |g ⊙ s| / sqrt(N) of the (scaled) gradient
@@ -487,7 +487,8 @@ def _element_label(key: str, index: tuple) -> str:
     return key + "".join(f"[{int(i)}]" for i in index)
 
 
-def _scale(values) -> float:
+def param_scale(values) -> float:
+    """What a step is relative to: the values' RMS, 1 for an all-zero (or non-finite) array."""
     import numpy as np
 
     rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
+from gradcheck.probes.finite_diff import param_scale
 
 COPY_BUDGET_BYTES = 1 << 30
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
@@ -167,10 +168,10 @@ def record_tangents(
             for key, v in base_values.items()
         }
         size = math.sqrt(sum(float(np.sum(d * d)) for d in direction.values())) or 1.0
-        scale = math.sqrt(sum(_rms(v) ** 2 for v in base_values.values()))
+        scale = math.sqrt(sum(param_scale(v) ** 2 for v in base_values.values()))
         direction = {key: d * scale / size for key, d in direction.items()}
     else:
-        direction = {key: _rms(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
+        direction = {key: param_scale(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
     runs = []
     for sign in (1.0, -1.0):
         restore()
@@ -425,7 +426,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
 
     weights = {key: rng.standard_normal(base[key].numpy().shape) for key in finals}
     x0 = {key: first_pre[key].numpy().astype(np.float64) for key in perturbable}
-    scale = {key: _rms(x0[key]) for key in perturbable}
+    scale = {key: param_scale(x0[key]) for key in perturbable}
     raw = _tangent(unit, perturbable, tangents)
     if raw is None:  # no program tangent reaches these inputs: a random direction, scaled per array
         raw = {key: scale[key] * rng.standard_normal(x0[key].shape) for key in perturbable}
@@ -548,10 +549,3 @@ def _zero_like(value):
         return type(value)(0) if not isinstance(value, bool) else False
     except Exception:  # noqa: BLE001 - vectors, structs: Warp accepts None for an unused adjoint
         return None
-
-
-def _rms(values) -> float:
-    import numpy as np
-
-    rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
-    return rms if rms > 0 and math.isfinite(rms) else 1.0
