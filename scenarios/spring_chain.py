@@ -21,6 +21,9 @@ norms. Faults:
 - ``runtime-loop``: the spring vector is halved in a loop whose trip count is a kernel argument (a dynamic
   loop) and used after it; Warp's adjoint replays the value from before the loop (live on 1.19, the
   NVIDIA/warp#729 family): the gradient is silently wrong, adjoint-mismatch names the launch.
+- ``clone-on-tape``: the points are read directly and through a ``wp.clone`` taken inside the tape. Right on
+  Warp >= 1.17; before, the copy's recorded adjoint overwrote ``x.grad`` instead of adding to it:
+  adjoint-mismatch names the tape entry.
 """
 
 from __future__ import annotations
@@ -108,6 +111,12 @@ def chain_energy_substeps(
 
 
 @wp.kernel
+def pair_energy(x: wp.array(dtype=wp.vec3), twin: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+    k = wp.tid()
+    wp.atomic_add(loss, 0, 0.05 * wp.dot(x[k], twin[k]))
+
+
+@wp.kernel
 def tick(clock: wp.array(dtype=float), dt: float):
     clock[0] = clock[0] + dt  # written through inputs=: the inputs/outputs split is a convention
 
@@ -149,6 +158,7 @@ class SpringChain:
         "changed-before-backward": "the points are projected into a slab in place after forward, before backward",
         "wrong-func-grad": "the spring energy's hand-written @wp.func_grad forgets the factor 2 of stretch^2",
         "runtime-loop": "the spring vector is updated in a loop with a run-time trip count and used after it",
+        "clone-on-tape": "the points are read directly and through a wp.clone recorded on the tape (wrong on Warp < 1.17)",
     }
 
     def setup(self, device, fault=None):
@@ -176,6 +186,11 @@ class SpringChain:
             wp.launch(tick, dim=1, inputs=[self.clock, 0.5])
             wp.launch(drifting_anchor, dim=1, inputs=[self.anchor, self.clock], outputs=[self.moved_anchor])
             anchor = self.moved_anchor
+        if self.fault == "clone-on-tape":
+            # a snapshot of the points taken inside the tape and read beside them; Warp < 1.17's copy adjoint
+            # overwrites x.grad with the twin's, dropping the direct contributions
+            twin = wp.clone(self.x)
+            wp.launch(pair_energy, dim=N, inputs=[self.x, twin], outputs=[self.loss])
         if self.fault == "runtime-loop":
             wp.launch(
                 chain_energy_substeps, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.2, 1], outputs=[self.loss]

@@ -235,3 +235,27 @@ def test_blame_command_gives_one_row_per_kernel_and_the_exit_code():
     (row,) = scenario["blame"]["kernels"]
     assert row["kernel"] == "chain_energy_custom" and row["statuses"] == {"mismatch": 1}
     assert "spring_chain.py:" in row["where"]
+
+
+def test_a_tape_recorded_copy_whose_adjoint_assigns_is_named_as_a_tape_entry():
+    """wp.clone inside the tape, its source also read directly: right on Warp >= 1.17; before, the copy's recorded
+    adjoint overwrote the source's gradient (make test-compat runs this on 1.5.1 - 1.9.1)."""
+    import warp as wp
+
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
+    from gradcheck.model.options import BlameMode, RunOptions
+
+    result, _ = run_scenario("spring-chain", fault="clone-on-tape", passes=2)
+    if COPY_ADJOINT_ASSIGNS.affects(wp.__version__):
+        (blamed,) = by_check(result.findings, "adjoint-mismatch")
+        assert blamed.severity == Severity.ERROR and blamed.subject == "tape entry #0 wp.copy (recorded on the tape)"
+        assert "instead of adding" in blamed.message and "fixed in 1.17.0" in blamed.message
+        (fd,) = by_check(result.findings, "fd-mismatch")
+        assert "tape entry #0 wp.copy" in fd.message
+    else:
+        assert result.findings == (), [(f.check, f.message) for f in result.findings]
+        options = RunOptions(device="cpu", passes=1, fault="clone-on-tape", blame=BlameMode.always)
+        (checked,) = run(["spring-chain"], options).scenarios
+        rows = {row.kernel: row.statuses for row in checked.blame.kernels}
+        assert rows["wp.copy (recorded on the tape)"] == {"ok": 1}  # tested, and it adds

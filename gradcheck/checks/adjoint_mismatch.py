@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
 from gradcheck.model.trace import LaunchVerdict, Trace
 
 NAME = "adjoint-mismatch"
@@ -31,7 +32,9 @@ outputs the loss depends on are tested: derivatives no gradient flows through ar
 Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
 the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
 Not checked (listed in the evidence): launches with struct arguments, launches that update an input array in
-place, kernels built with enable_backward=False, record_func entries.
+place, kernels built with enable_backward=False, record_func entries other than wp.copy's. The adjoint wp.copy
+records on the tape (also behind wp.clone and array.assign) is tested for accumulation: before Warp 1.17 it
+overwrote the source's gradient.
 
 Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
 and used after it (zero adjoint, NVIDIA/warp#729 family, live on 1.19: unroll with wp.static or carry it in an
@@ -67,13 +70,15 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
             else f"disagrees with central differences of the launch: adjoint {worst.ad:.6g} vs FD {worst.fd:.6g} "
             f"(rel {worst.rel_error:.3g})"
         )
+        if kernel.startswith("wp.copy") and COPY_ADJOINT_ASSIGNS.affects(trace.warp_version):
+            what += f"; {COPY_ADJOINT_ASSIGNS.note(trace.warp_version)}"
         findings.append(
             Finding(
                 check=NAME,
                 severity=severity,
-                subject=_launch(worst),
+                subject=launch_label(worst),
                 message=f"{len(bad)} of {len(verdicts)} launches of {kernel} have a wrong adjoint; the worst, "
-                f"{_launch(worst)}, {what}",
+                f"{launch_label(worst)}, {what}",
                 hint=f"check the adjoint of {kernel} (its @wp.func_grad functions, and loops whose trip count is "
                 "known only at run time)",
                 evidence=_evidence(blame, verdicts, bad, warn),
@@ -86,7 +91,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
             Finding(
                 check=NAME,
                 severity=Severity.INFO,
-                subject=_launch(split[0]),
+                subject=launch_label(split[0]),
                 message=f"{len(split)} launches of {', '.join(kernels)} fail alone but pass with their neighbours: "
                 f"a split adjoint, not a bug ({split[0].note})",
                 hint="nothing to fix",
@@ -96,7 +101,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
-def _launch(verdict: LaunchVerdict) -> str:
+def launch_label(verdict: LaunchVerdict) -> str:
+    """``launch #12 kernel (file.py:34)``, or ``tape entry #3 wp.copy (recorded on the tape)``."""
+    if verdict.where is None and verdict.kernel.startswith(("wp.copy", "record_func")):
+        return f"tape entry #{verdict.index} {verdict.kernel}"
     where = (
         f" ({os.path.basename(verdict.where.rsplit(':', 1)[0])}:{verdict.where.rsplit(':', 1)[1]})"
         if verdict.where

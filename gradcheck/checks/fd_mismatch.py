@@ -121,9 +121,10 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         cause = f"struct adjoint pointers that miss the live gradient: {', '.join(pointers[:3])} (see stale-adjoint)"
         hint = "backward writes into other buffers than the ones read back: fix the struct fields named"
     elif wrong and not changed:
+        from gradcheck.checks.adjoint_mismatch import launch_label
+
         worst = max(wrong, key=lambda v: (v.status == "assigns", v.rel_error))
-        where = f" ({worst.where.rsplit('/', 1)[-1]})" if worst.where else ""
-        cause = f"launch #{worst.index} {worst.kernel}{where} has a wrong adjoint (see adjoint-mismatch)"
+        cause = f"{launch_label(worst)} has a wrong adjoint (see adjoint-mismatch)"
         hint = f"check the adjoint of {worst.kernel}: its @wp.func_grad functions and runtime-bound loops"
     elif changed:
         names = ", ".join(c.subject for c in changed[:3])

@@ -353,7 +353,8 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
     started = time.perf_counter()
     try:
         restore()
-        recorder, _tape, _loss = _call(name, "forward (blame probe)", launch_check.record_forward, scenario)
+        recorder, tape, _loss = _call(name, "forward (blame probe)", launch_check.record_forward, scenario)
+        recorded = launch_check.check_recorded_functions(tape)
         direction = fd_result.culprit_direction if fd_result is not None else None
         tangents = _call(
             name,
@@ -366,6 +367,7 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
             direction=direction,
         )
         verdicts = launch_check.check_launches(recorder, list(params.values()), options, tangents=tangents)
+        verdicts += recorded
     except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
         return BlameResult(why=why, skipped=f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
     finally:

@@ -39,6 +39,12 @@ NESTED_STRUCT_NOT_ZEROED = KnownBug(
     "tape.zero() does not reset gradients of arrays inside nested structs",
     "zero those arrays' .grad yourself after tape.zero()",
 )
+COPY_ADJOINT_ASSIGNS = KnownBug(
+    "the copy-adjoint bug (field notes section 7)",
+    "1.17.0",
+    "the adjoint wp.copy/wp.clone/array.assign record on the tape overwrites the source's gradient instead of adding",
+    "do not read a source array both directly and through a tape-recorded copy; copy in a kernel instead",
+)
 STRUCT_GRAD_FREED = KnownBug(
     "NVIDIA/warp#720",
     "1.7.2",

@@ -199,6 +199,61 @@ def record_tangents(
     return tangents
 
 
+def check_recorded_functions(tape, seed: int = 0) -> list[LaunchVerdict]:
+    """Tape entries that are not kernel launches. The adjoint ``wp.copy`` records (``clone``, ``assign``) must add
+    the destination's gradient to the source's: prefill the source gradient with r, the destination's with w, run
+    the recorded backward, expect r + w (Warp up to 1.16 assigned w, dropping every other contribution to the
+    source). Both gradients are put back afterwards. Other ``record_func`` entries have no forward to replay:
+    listed as not checked."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import is_float_array, recorded_functions, tape_launches
+
+    rng = np.random.default_rng(seed)
+    verdicts = []
+    for index, backward, copy in recorded_functions(tape_launches(tape)):
+        if copy is None:
+            verdicts.append(LaunchVerdict(index, "record_func", None, "not-checked", note="no forward to replay"))
+            continue
+        dest, src = copy
+        label = "wp.copy (recorded on the tape)"
+        if (
+            dest.grad is None
+            or src.grad is None
+            or not (is_float_array(dest) and is_float_array(src))
+            or dest.grad.size != src.grad.size
+        ):
+            verdicts.append(LaunchVerdict(index, label, None, "not-checked", note="not a whole float copy"))
+            continue
+        saved = (wp.clone(dest.grad), wp.clone(src.grad))
+        try:
+            shape = src.grad.numpy().shape
+            r = rng.standard_normal(shape).astype(src.grad.numpy().dtype)
+            w = rng.standard_normal(dest.grad.numpy().shape).astype(dest.grad.numpy().dtype)
+            src.grad.assign(r)
+            dest.grad.assign(w)
+            backward()
+            wp.synchronize_device(src.device)
+            got = src.grad.numpy().astype(np.float64).reshape(-1)
+        finally:
+            wp.copy(dest.grad, saved[0])
+            wp.copy(src.grad, saved[1])
+        expected = r.astype(np.float64).reshape(-1) + w.astype(np.float64).reshape(-1)
+        error = float(np.max(np.abs(got - expected)) / (np.max(np.abs(expected)) or 1.0))
+        if error > 1e-5:
+            assigned = np.allclose(got, w.astype(np.float64).reshape(-1), rtol=1e-6, atol=1e-7)
+            note = (
+                "its adjoint overwrites the source's gradient instead of adding to it"
+                if assigned
+                else "its adjoint does not add the destination's gradient to the source's"
+            )
+            verdicts.append(LaunchVerdict(index, label, None, "assigns", error, note=note))
+        else:
+            verdicts.append(LaunchVerdict(index, label, None, "ok", error))
+    return verdicts
+
+
 def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:
     """(ids of arrays that depend on the params, ids of arrays the loss depends on), through the launches.
 

@@ -304,6 +304,27 @@ def launch_reads(launches):
             yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
 
 
+def recorded_functions(launches):
+    """(index, backward, copy) for each ``record_func`` entry on a tape; ``copy`` is (dest, src) when the entry is
+    the adjoint ``wp.copy`` records for a whole-array copy (also behind ``wp.clone`` and ``array.assign``), else
+    None. Read from the closure of the lambda ``warp.copy`` records."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list or not callable(entry):
+            continue
+        code = getattr(entry, "__code__", None)
+        cells = getattr(entry, "__closure__", None) or ()
+        names = dict(zip(code.co_freevars, (c.cell_contents for c in cells))) if code is not None else {}
+        is_copy = getattr(entry, "__qualname__", "").startswith("copy.") and "dest" in names and "src" in names
+        count = names.get("count") or 0
+        whole = (
+            is_copy
+            and not names.get("dest_offset")
+            and not names.get("src_offset")
+            and (count == 0 or count == getattr(names["src"], "size", -1) == getattr(names["dest"], "size", -2))
+        )
+        yield index, entry, (names["dest"], names["src"]) if is_copy and whole else None
+
+
 def backward_disabled(kernel) -> bool:
     """Whether the kernel was built with ``enable_backward=False`` (its own option, else its module's), as
     Warp's Tape.backward itself decides when it warns."""
