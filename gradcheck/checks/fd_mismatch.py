@@ -65,10 +65,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     fd = trace.fd
     if fd is None or fd.skipped:
         return ()
-    bands = fd  # FDResult carries the warning and error bands it was run with
-    judged = [p for p in fd.probes if p.converged]
-    score = max((p.rel_error for p in judged), default=0.0)
-    if score >= bands.warn:
+    if fd.disagrees:  # judged against the warning and error bands the FDResult was run with
         finding = _mismatch(fd, [p for p in fd.directions if p.converged], [p for p in fd.elements if p.converged])
         return (_explained(finding, trace),)
     unsettled = [p for p in fd.probes if not p.converged]

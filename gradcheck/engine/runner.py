@@ -308,9 +308,7 @@ def _finite_differences(scenario, name, params, snapshots, state, loop, options:
             name, "forward (finite differences)", run_fd, scenario, params, snapshots, grads, options, state, first_loss
         )
     finally:  # leave the program as the first pass found it
-        if state is not None:
-            state.restore()
-        _restore(params, snapshots)
+        _restore_all(state, params, snapshots)
 
 
 def _carried_state(scenario, name, params, snapshots):
@@ -331,11 +329,7 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
     from gradcheck.model.trace import BlameResult
 
     options = fd if fd is not None else FDOptions()
-    fired = (
-        fd_result is not None
-        and not fd_result.skipped
-        and any(p.converged and p.rel_error >= options.warn for p in fd_result.probes)
-    )
+    fired = fd_result is not None and fd_result.disagrees
     if mode is BlameMode.off or (mode is BlameMode.auto and not fired):
         return None
     why = "--blame always" if mode is BlameMode.always else "fd-mismatch fired"
@@ -346,9 +340,7 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
     from gradcheck.probes import launch_check
 
     def restore():
-        if state is not None:
-            state.restore()
-        _restore(params, snapshots)
+        _restore_all(state, params, snapshots)
 
     started = time.perf_counter()
     try:
@@ -653,6 +645,13 @@ def _params(scenario, name: str) -> dict:
                 "return only Warp arrays allocated with requires_grad=True"
             )
     return dict(params)
+
+
+def _restore_all(state: StateSnapshot | None, params: dict, snapshots: dict) -> None:
+    """The program's held arrays as the first pass found them (when kept), then every param."""
+    if state is not None:
+        state.restore()
+    _restore(params, snapshots)
 
 
 def _restore(params: dict, snapshots: dict) -> None:

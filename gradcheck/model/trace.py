@@ -208,6 +208,11 @@ class FDResult:
         return self.directions + self.elements
 
     @property
+    def disagrees(self) -> bool:
+        """A probe converged on a disagreement at or beyond the warning band: fd-mismatch fires."""
+        return not self.skipped and any(p.converged and p.rel_error >= self.warn for p in self.probes)
+
+    @property
     def noise_floor(self) -> float:
         """The largest relative disagreement the noise could hide in the directional check (the elements' when
         only elements ran): a 0.0 ``max_direction_error`` means "below this", not "exact"."""

@@ -198,9 +198,9 @@ class Judge:
         for eps in sorted(usable, key=lambda h: abs(math.log(h / FIRST_EPS))):
             if eps not in steps:
                 steps[eps] = self.rollouts.central(delta, eps, sigma or 0.0, self.base)
-            settled = self._settled(steps, size)
-            if settled is not None and self._error(ad, settled, floor) < self.options.warn:
-                return self._verdict(label, ad, settled, floor, True, tuple(steps.values()))
+            agreed = self._agreeing(ad, steps, size, floor)
+            if agreed is not None:
+                return self._verdict(label, ad, agreed, floor, True, tuple(steps.values()))
         verdict = self._final(label, ad, steps, size, floor)
         if verdict.converged and verdict.rel_error >= self.options.warn and self._measured_along is not delta:
             # a disagreement is about to be reported, but the noise was measured along another probe, and one
@@ -215,9 +215,9 @@ class Judge:
     def _final(self, label: str, ad: float, steps: dict, size: float, floor: float) -> Probe:
         """The verdict once every usable step was tried and none settled on the tape's value."""
         tried = tuple(steps.values())
-        for settled in self._settled_all(steps, size):
-            if self._error(ad, settled, floor) < self.options.warn:
-                return self._verdict(label, ad, settled, floor, True, tried)
+        agreed = self._agreeing(ad, steps, size, floor)
+        if agreed is not None:
+            return self._verdict(label, ad, agreed, floor, True, tried)
         limit = self._limit(steps, size)
         if limit is not None:
             kink = self._kink(steps, size)
@@ -233,16 +233,16 @@ class Judge:
     def _agree(self, a: Step, b: Step, size: float) -> bool:
         return abs(a.fd - b.fd) <= a.noise + b.noise + NOISE_MARGIN * self.options.warn * size
 
-    def _settled(self, steps: dict, size: float) -> Step | None:
+    def _agreeing(self, ad: float, steps: dict, size: float, floor: float) -> Step | None:
         """The smaller-step estimate of the first two neighbouring precise steps (at most 10x apart) that agree
-        within their noise: truncation error changes ~100x over such a pair, so for a smooth loss agreement
-        means both are near the limit."""
-        return next(iter(self._settled_all(steps, size)), None)
-
-    def _settled_all(self, steps: dict, size: float) -> list[Step]:
-        """The smaller-step estimates of every such pair, largest steps first."""
+        within their noise, and with the tape: truncation error changes ~100x over such a pair, so for a smooth
+        loss agreement means both are near the limit. An agreement needs only this; a disagreement more
+        (``_limit``)."""
         tried = self._precise_steps(steps, size)
-        return [b for a, b in zip(tried, tried[1:]) if a.eps <= 10.5 * b.eps and self._agree(a, b, size)]
+        for a, b in zip(tried, tried[1:]):
+            if a.eps <= 10.5 * b.eps and self._agree(a, b, size) and self._error(ad, b, floor) < self.options.warn:
+                return b
+        return None
 
     def _limit(self, steps: dict, size: float) -> Step | None:
         """The derivative FD converges to as the step shrinks, or None when that is undecided: the evidence a

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
-from gradcheck.probes.finite_diff import param_scale
+from gradcheck.probes.finite_diff import Rollouts, param_scale
 
 COPY_BUDGET_BYTES = 1 << 30
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
@@ -107,10 +107,10 @@ def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
 
 
 def check_launches(
-    recorder: LaunchRecorder, params, options: FDOptions, seed: int = 0, only=None, tangents=None
+    recorder: LaunchRecorder, params, options: FDOptions, seed: int = 0, tangents=None
 ) -> list[LaunchVerdict]:
-    """The dot-product and accumulation tests for every recorded launch (or the indices in ``only``), on the
-    inputs that depend on ``params`` and the outputs that reach the loss. ``tangents`` (record_tangents): the
+    """The dot-product and accumulation tests for every recorded launch, on the inputs that depend on ``params``
+    and the outputs that reach the loss. ``tangents`` (record_tangents): the
     direction each launch's inputs move in when the params do, used instead of a random one."""
     import numpy as np
 
@@ -120,8 +120,6 @@ def check_launches(
     read_after = _read_after(launches, recorder.loss_id)
     path = gradient_path(launches, params, recorder.loss_id)
     for launch in launches:
-        if only is not None and launch.index not in only:
-            continue
         verdict = _test_unit([launch], options, rng, read_after, path, tangents)
         if verdict.status in ("mismatch", "assigns"):
             # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
@@ -181,9 +179,8 @@ def record_tangents(
         runs.append(run)
     restore()
     plus, minus = runs
-    if [launch.kernel for launch in plus.launches] != [launch.kernel for launch in recorder.launches] or [
-        launch.kernel for launch in minus.launches
-    ] != [launch.kernel for launch in recorder.launches]:
+    kernels = [launch.kernel for launch in recorder.launches]
+    if any([launch.kernel for launch in run.launches] != kernels for run in runs):
         return None
     tangents = {}
     for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
@@ -368,6 +365,17 @@ def _not_checked(unit, why: str) -> LaunchVerdict:
     return LaunchVerdict(index, key, where, "not-checked", note=why)
 
 
+class _UnitRollouts(Rollouts):
+    """The judge's rollouts for one unit: the weighted outputs of the unit replayed at perturbed inputs."""
+
+    def __init__(self, evaluate):
+        self.evaluate, self.count, self.output_size = evaluate, 0, 1
+
+    def loss(self, delta: dict) -> float:
+        self.count += 1
+        return self.evaluate(delta)
+
+
 def _tangent(unit: list[_Launch], keys: list[int], tangents) -> dict | None:
     """The program's own tangent of the unit's inputs (each as the first launch of the unit read it), or None
     when there is none or it is zero."""
@@ -408,6 +416,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
         for v in launch.inputs + launch.outputs:
             if _is_plain_array(v):
                 arrays.setdefault(id(v), v)
+    outputs = set().union(*(launch.writes for launch in unit))
     first_pre = {}
     for launch in unit:
         for key, copy in launch.pre.items():
@@ -434,11 +443,9 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
                 else:
                     wp.copy(work[key], copy)
             _forward(launch, work)
-            produced |= {id(v) for v in launch.outputs if _is_plain_array(v)}
+            produced |= launch.writes
             if keep:
-                post[launch.index] = {
-                    id(v): wp.clone(work[id(v)], requires_grad=False) for v in launch.outputs if _is_plain_array(v)
-                }
+                post[launch.index] = {key: wp.clone(work[key], requires_grad=False) for key in launch.writes}
         return work
 
     def _forward(launch, work):
@@ -454,8 +461,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
     base = {key: wp.clone(value, requires_grad=False) for key, value in run_forward(keep=True).items()}
     # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
     # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
-    written = {key for key in arrays if _raw(base[key]) != _raw(first_pre[key])}
-    written |= {id(v) for launch in unit for v in launch.outputs if _is_plain_array(v)}
+    written = {key for key in arrays if _raw(base[key]) != _raw(first_pre[key])} | outputs
     read = [id(v) for launch in unit for v in launch.inputs if _is_plain_array(v)]
     # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
     # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
@@ -464,7 +470,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
     in_place = [
         key
         for key in written
-        if key in read and key not in _outputs_of(unit) and key in grads and (key in depends or key in feeds)
+        if key in read and key not in outputs and key in grads and (key in depends or key in feeds)
     ]
     if in_place:
         return _not_checked(unit, "updates an input array in place (Warp's adjoint does not support that)")
@@ -532,19 +538,7 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
     filled = adjoint(prefill)
     ad = sum(float(np.sum(clean[k] * direction[k])) for k in perturbable)
 
-    class _UnitRollouts:
-        count, output_size = 0, 1
-        state = None
-
-        def loss(self, delta: dict) -> float:
-            self.count += 1
-            return weighted(run_forward(delta))
-
-    from gradcheck.probes.finite_diff import Rollouts
-
-    rollouts = _UnitRollouts()
-    rollouts.central = Rollouts.central.__get__(rollouts)
-    rollouts.noise = Rollouts.noise.__get__(rollouts)
+    rollouts = _UnitRollouts(lambda delta: weighted(run_forward(delta)))
     judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
     probe = judge.probe("unit", ad, direction, 0.0)
 
@@ -592,10 +586,6 @@ def _raw(array) -> int:
 
     values = np.ascontiguousarray(array.numpy())
     return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
-
-
-def _outputs_of(unit: list[_Launch]) -> set[int]:
-    return {id(v) for launch in unit for v in launch.outputs}
 
 
 def _zero_like(value):
