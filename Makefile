@@ -32,7 +32,7 @@ test-slow: $(STAMP)
 # upstream autodiff bugs gradcheck must catch are live. Newton needs warp-lang >= 1.17, so these get
 # gradcheck's other runtime dependencies (as in pyproject.toml) and no newton; the Newton scenarios
 # report that they cannot run there. The same tests then run on the latest Warp in .venv.
-COMPAT_WARP ?= 1.5.1 1.7.0 1.8.0 1.9.1
+COMPAT_WARP ?= 1.5.1 1.7.0 1.8.0 1.9.1 1.16.0 1.17.0
 COMPAT_DIR := .venv-compat
 COMPAT_TESTS ?= tests/test_warp_versions.py tests/test_struct_audit.py tests/test_pure_warp_detectors.py tests/test_stats.py
 COMPAT_DEPS := numpy typer rich tomli pytest xmlschema

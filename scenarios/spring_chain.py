@@ -24,11 +24,23 @@ norms. Faults:
 - ``clone-on-tape``: the points are read directly and through a ``wp.clone`` taken inside the tape. Right on
   Warp >= 1.17; before, the copy's recorded adjoint overwrote ``x.grad`` instead of adding to it:
   adjoint-mismatch names the tape entry.
+- ``ternary-same-element``: a conditional expression whose two branches read the same element
+  (``x[k] if k % 2 == 0 else 0.5 * x[k]``). Right on every Warp but 1.16.0, which dropped the taken branch's
+  adjoint: adjoint-mismatch names the kernel and the line.
+- ``backward-opt-in``: the energy comes from a module built with ``enable_backward=False`` whose kernel opts
+  back in (scenarios/_forward_only.py). Right on Warp >= 1.18; before, the adjoints of the ``@wp.func`` it
+  calls were dropped: adjoint-mismatch names the kernel.
+- ``record-func-assigns``: the points are doubled by a custom op whose backward is recorded with
+  ``tape.record_func``; its hand-written adjoint kernel assigns ``x.grad`` (``=``) instead of adding to it
+  (``+=``), dropping every other contribution (live on every Warp): adjoint-mismatch names the tape entry.
 """
 
 from __future__ import annotations
 
 import warp as wp
+
+from gradcheck.scenarios._forward_only import chain_energy_opted_in
+from gradcheck.scenarios._ternary import chain_energy_weighted
 
 N = 16
 LR = 0.01
@@ -111,6 +123,34 @@ def chain_energy_substeps(
 
 
 @wp.kernel
+def double_points(x: wp.array(dtype=wp.vec3), twin: wp.array(dtype=wp.vec3)):
+    k = wp.tid()
+    twin[k] = 2.0 * x[k]
+
+
+@wp.kernel
+def adj_double_points(twin_grad: wp.array(dtype=wp.vec3), x_grad: wp.array(dtype=wp.vec3)):
+    k = wp.tid()
+    x_grad[k] += 2.0 * twin_grad[k]
+
+
+@wp.kernel
+def adj_double_points_assigning(twin_grad: wp.array(dtype=wp.vec3), x_grad: wp.array(dtype=wp.vec3)):
+    k = wp.tid()
+    x_grad[k] = 2.0 * twin_grad[k]  # the fault: = where the adjoint must add
+
+
+def active_tape():
+    """The tape recording right now, as ``wp.copy`` itself finds it (a scenario's forward runs inside
+    gradcheck's tape and is not handed it); None outside one."""
+    try:
+        from warp._src.context import runtime
+    except ImportError:  # Warp < 1.10
+        from warp.context import runtime
+    return runtime.tape
+
+
+@wp.kernel
 def pair_energy(x: wp.array(dtype=wp.vec3), twin: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
     k = wp.tid()
     wp.atomic_add(loss, 0, 0.05 * wp.dot(x[k], twin[k]))
@@ -159,6 +199,9 @@ class SpringChain:
         "wrong-func-grad": "the spring energy's hand-written @wp.func_grad forgets the factor 2 of stretch^2",
         "runtime-loop": "the spring vector is updated in a loop with a run-time trip count and used after it",
         "clone-on-tape": "the points are read directly and through a wp.clone recorded on the tape (wrong on Warp < 1.17)",
+        "ternary-same-element": "a conditional expression whose branches read the same element (wrong on Warp 1.16.0)",
+        "backward-opt-in": "an enable_backward=True kernel in a module with it off calls a @wp.func (wrong on Warp < 1.18)",
+        "record-func-assigns": "a custom op's backward, recorded with tape.record_func, assigns x.grad instead of adding",
     }
 
     def setup(self, device, fault=None):
@@ -172,6 +215,8 @@ class SpringChain:
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
         self.clock = wp.zeros(1, dtype=float, device=device)
         self.moved_anchor = wp.zeros(1, dtype=wp.vec3, device=device, requires_grad=True)
+        self.twin = wp.zeros(N, dtype=wp.vec3, device=device, requires_grad=True)
+        self.twin_adjoint = adj_double_points_assigning if fault == "record-func-assigns" else adj_double_points
         if fault == "changed-before-backward":
             self.backward = self._project_then_backward  # the clean chain keeps gradcheck's default backward
 
@@ -191,14 +236,31 @@ class SpringChain:
             # overwrites x.grad with the twin's, dropping the direct contributions
             twin = wp.clone(self.x)
             wp.launch(pair_energy, dim=N, inputs=[self.x, twin], outputs=[self.loss])
+        if self.fault == "record-func-assigns":
+            self._double_points()
+            wp.launch(pair_energy, dim=N, inputs=[self.x, self.twin], outputs=[self.loss])
         if self.fault == "runtime-loop":
             wp.launch(
                 chain_energy_substeps, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.2, 1], outputs=[self.loss]
             )
         else:
-            energy = chain_energy_custom if self.fault == "wrong-func-grad" else chain_energy
+            energy = {
+                "wrong-func-grad": chain_energy_custom,
+                "ternary-same-element": chain_energy_weighted,
+                "backward-opt-in": chain_energy_opted_in,
+            }.get(self.fault, chain_energy)
             wp.launch(energy, dim=N, inputs=[self.x, anchor, self.anchor_weight, 0.4], outputs=[self.loss])
         return self.loss
+
+    def _double_points(self):
+        """twin = 2 x as a custom op: launched off the tape, its backward recorded by hand."""
+        wp.launch(double_points, dim=N, inputs=[self.x], outputs=[self.twin], record_tape=False)
+        tape = active_tape()
+        if tape is not None:
+            tape.record_func(
+                backward=lambda: wp.launch(self.twin_adjoint, dim=N, inputs=[self.twin.grad], outputs=[self.x.grad]),
+                arrays=[self.x, self.twin],
+            )
 
     def _project_then_backward(self, tape, loss):
         # a constraint projection placed one line too early: backward replays chain_energy on the projected points

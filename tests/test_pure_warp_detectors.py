@@ -213,6 +213,126 @@ def test_a_wrong_adjoint_is_named_by_launch_kernel_and_line(fault, kernel):
     assert f"launch #0 {kernel}" in fd.message and "has a wrong adjoint" in fd.message
 
 
+def test_a_recorded_backward_that_assigns_is_named_by_its_record_site():
+    """A custom op (launched with record_tape=False, its backward recorded with tape.record_func) whose adjoint
+    kernel writes x_grad[i] = ... where it must add: live on every Warp. No forward to replay, so the entry is
+    judged by how it treats the gradients it is given."""
+    result, report = run_scenario("spring-chain", fault="record-func-assigns", passes=2)
+    (wrong,) = by_check(result.findings, "adjoint-mismatch")
+    assert wrong.severity == Severity.ERROR and report.exit_code == ExitCode.FINDINGS
+    assert wrong.subject.startswith("tape entry #0 record_func SpringChain._double_points.<lambda> (spring_chain.py:")
+    assert "overwrites the gradient of x.grad instead of adding to it (100% of the elements" in wrong.message
+    assert "add to the gradients it is given" in wrong.hint and "spring_chain.py:" in wrong.hint
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert "tape entry #0 record_func" in fd.message
+
+
+def test_a_recorded_backward_that_adds_is_ok(tmp_path):
+    """The clean twin: the same custom op with x_grad[i] += ...; tested (the blame table lists it), silent."""
+    from gradcheck.engine.pipeline import run
+    from gradcheck.model.options import BlameMode, RunOptions
+
+    twin = tmp_path / "adding_op.py"
+    twin.write_text(
+        "from gradcheck.scenarios.spring_chain import SpringChain, adj_double_points\n\n"
+        "class AddingOp(SpringChain):\n"
+        "    name = 'adding-op'\n"
+        "    def setup(self, device, fault=None):\n"
+        "        super().setup(device, 'record-func-assigns')\n"
+        "        self.twin_adjoint = adj_double_points  # += : right\n\n"
+        "scenario = AddingOp\n"
+    )
+    result, _ = run_scenario(str(twin), passes=2)
+    assert result.error is None and result.findings == (), [(f.check, f.message) for f in result.findings]
+    (checked,) = run([str(twin)], RunOptions(device="cpu", passes=1, blame=BlameMode.always)).scenarios
+    rows = {row.kernel: row.statuses for row in checked.blame.kernels}
+    assert rows["record_func SpringChain._double_points.<lambda>"] == {"ok": 1}
+
+
+def test_record_func_entries_read_or_reset_are_not_called_overwrites():
+    """What the prefill test must not flag: a backward that reads an output's gradient and clears it, and one
+    that zeroes the gradient of an array its forward reset to a constant."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.launch_check import check_recorded_functions
+
+    x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+
+    def consume():  # x.grad += 3 y.grad, then y.grad is spent
+        x.grad.assign(x.grad.numpy() + 3.0 * y.grad.numpy())
+        y.grad.zero_()
+
+    def reset():  # the forward wrote a constant into y: nothing flows back through it
+        y.grad.zero_()
+
+    def overwrite():  # the bug: x.grad = 3 y.grad
+        x.grad.assign(3.0 * y.grad.numpy())
+
+    for backward in (consume, reset, overwrite):
+        tape.record_func(backward, [x, y])
+    functions = {0: ([x, y], "train.py:10"), 1: ([x, y], "train.py:11"), 2: ([x, y], "train.py:12")}
+    before = x.grad.numpy().copy()
+    verdicts = check_recorded_functions(tape, functions, names={id(x): "x"})
+    assert [v.status for v in verdicts] == ["ok", "ok", "assigns"]
+    assert verdicts[2].where == "train.py:12" and "gradient of x.grad" in verdicts[2].note
+    assert np.array_equal(x.grad.numpy(), before)  # the program's gradients put back
+
+
+def test_constructs_an_old_warp_mishandles_are_found_in_the_kernel_source():
+    """kernel_patterns reads the source and options: the same verdict on every Warp (the finding cites it only on
+    the releases that have the bug)."""
+    from gradcheck.model import known_bugs
+    from gradcheck.probes.kernel_patterns import suspects
+    from gradcheck.scenarios import spring_chain
+
+    if known_bugs.version_tuple(wp_version()) >= (1, 8, 0):  # conditional expressions compile from 1.8 on
+        from gradcheck.scenarios._ternary import chain_energy_weighted
+
+        (ternary,) = suspects(chain_energy_weighted)
+        assert ternary.bug == "TERNARY_SAME_ELEMENT" and ternary.where.endswith("_ternary.py:33")
+        assert ternary.what == "both branches of a conditional expression read x[k]"
+    (opt_in,) = suspects(spring_chain.chain_energy_opted_in)
+    assert opt_in.bug == "FUNC_ADJOINTS_FOLLOW_MODULE" and "_forward_only.py:" in opt_in.where
+    assert suspects(spring_chain.chain_energy) == ()
+    for bug in ("TERNARY_SAME_ELEMENT", "FUNC_ADJOINTS_FOLLOW_MODULE"):
+        assert isinstance(getattr(known_bugs, bug), known_bugs.KnownBug)
+
+
+@pytest.mark.parametrize(
+    ("fault", "bug", "kernel", "line"),
+    [
+        ("ternary-same-element", "TERNARY_SAME_ELEMENT", "chain_energy_weighted", "_ternary.py:33"),
+        ("backward-opt-in", "FUNC_ADJOINTS_FOLLOW_MODULE", "chain_energy_opted_in", "_forward_only.py:"),
+    ],
+)
+def test_kernels_an_old_warp_differentiates_wrongly_are_named_with_the_release_that_fixed_it(fault, bug, kernel, line):
+    """Right on the latest Warp: silent. make test-compat runs this on the releases that have the bug (1.16.0
+    for the ternary, up to 1.17.0 for the opt-in), where the kernel, the line and the fix are named."""
+    from gradcheck.model import known_bugs
+
+    known = getattr(known_bugs, bug)
+    if fault == "ternary-same-element" and known_bugs.version_tuple(wp_version()) < (1, 8, 0):
+        pytest.skip("Warp before 1.8 cannot compile conditional expressions in kernels")
+    result, _ = run_scenario("spring-chain", fault=fault, passes=2)
+    assert result.error is None
+    if known.affects(wp_version()):
+        (wrong,) = by_check(result.findings, "adjoint-mismatch")
+        assert wrong.severity == Severity.ERROR and wrong.subject.startswith(f"launch #0 {kernel} (spring_chain.py:")
+        assert line in wrong.message and f"fixed in {known.fixed_in}" in wrong.message
+        assert by_check(result.findings, "fd-mismatch")
+    else:
+        assert result.findings == (), [(f.check, f.message) for f in result.findings]
+
+
+def wp_version() -> str:
+    import warp as wp
+
+    return wp.__version__
+
+
 def test_correct_kernels_pass_the_per_launch_test():
     """The clean chain, tested launch by launch on request: every launch agrees, nothing is reported."""
     from gradcheck.engine.pipeline import run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from gradcheck.model import known_bugs
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
 from gradcheck.model.trace import LaunchVerdict, Trace
@@ -32,13 +33,16 @@ outputs the loss depends on are tested: derivatives no gradient flows through ar
 Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
 the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
 Not checked (listed in the evidence): launches with struct arguments, launches that update an input array in
-place, kernels built with enable_backward=False, record_func entries other than wp.copy's. The adjoint wp.copy
-records on the tape (also behind wp.clone and array.assign) is tested for accumulation: before Warp 1.17 it
-overwrote the source's gradient.
+place, kernels built with enable_backward=False. Tape entries that are not launches (the adjoint wp.copy
+records behind wp.clone and array.assign, which before Warp 1.17 overwrote the source's gradient; any
+tape.record_func backward) have no forward to replay: they are tested for accumulation only, each gradient
+prefilled at random, and named by where they were recorded.
 
 Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
 and used after it (zero adjoint, NVIDIA/warp#729 family, live on 1.19: unroll with wp.static or carry it in an
-array); a custom backward that assigns (adj = ...) instead of accumulating (adj += ...).
+array); a custom backward that assigns (adj = ...) instead of accumulating (adj += ...). On old Warp, upstream
+bugs the finding names with the line: a conditional expression whose branches read the same element (1.16.0),
+a kernel opting in to enable_backward=True in a module built with it off (up to 1.17.0).
 
 Fix: correct the custom adjoint of the kernel named.
 
@@ -65,13 +69,17 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         worst = max(bad, key=lambda v: (v.status == "assigns", v.rel_error))
         severity = Severity.ERROR if assigns or worst.rel_error >= error else Severity.WARNING
         what = (
-            "overwrites the input gradients it is given instead of adding to them"
+            (worst.note or "overwrites the input gradients it is given instead of adding to them")
             if worst.status == "assigns"
             else f"disagrees with central differences of the launch: adjoint {worst.ad:.6g} vs FD {worst.fd:.6g} "
             f"(rel {worst.rel_error:.3g})"
         )
         if kernel.startswith("wp.copy") and COPY_ADJOINT_ASSIGNS.affects(trace.warp_version):
             what += f"; {COPY_ADJOINT_ASSIGNS.note(trace.warp_version)}"
+        for bug_name, where, construct in worst.suspects:
+            bug = getattr(known_bugs, bug_name, None)
+            if bug is not None and bug.affects(trace.warp_version):
+                what += f"; {_short(where) or kernel}: {construct}: {bug.note(trace.warp_version)}"
         findings.append(
             Finding(
                 check=NAME,
@@ -79,8 +87,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 subject=launch_label(worst),
                 message=f"{len(bad)} of {len(verdicts)} launches of {kernel} have a wrong adjoint; the worst, "
                 f"{launch_label(worst)}, {what}",
-                hint=f"check the adjoint of {kernel} (its @wp.func_grad functions, and loops whose trip count is "
-                "known only at run time)",
+                hint=fix_for(worst),
                 evidence=_evidence(blame, verdicts, bad, warn),
             )
         )
@@ -101,16 +108,36 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
-def launch_label(verdict: LaunchVerdict) -> str:
-    """``launch #12 kernel (file.py:34)``, or ``tape entry #3 wp.copy (recorded on the tape)``."""
-    if verdict.where is None and verdict.kernel.startswith(("wp.copy", "record_func")):
-        return f"tape entry #{verdict.index} {verdict.kernel}"
-    where = (
-        f" ({os.path.basename(verdict.where.rsplit(':', 1)[0])}:{verdict.where.rsplit(':', 1)[1]})"
-        if verdict.where
-        else ""
+def fix_for(verdict: LaunchVerdict) -> str:
+    """What to change for a wrong launch or tape entry."""
+    if verdict.kernel.startswith("record_func"):
+        return (
+            f"make the backward recorded at {_short(verdict.where) or 'its record_func call'} add to the gradients "
+            "it is given (x_grad[i] += ..., not x_grad[i] = ...)"
+        )
+    if verdict.status == "assigns":
+        return f"make the adjoint of {verdict.kernel} add to the gradients it is given (+=, not =)"
+    return (
+        f"check the adjoint of {verdict.kernel} (its @wp.func_grad functions, and loops whose trip count is known "
+        "only at run time)"
     )
+
+
+def launch_label(verdict: LaunchVerdict) -> str:
+    """``launch #12 kernel (file.py:34)``; a tape entry that is no launch: ``tape entry #3 wp.copy (recorded on
+    the tape)``, ``tape entry #0 record_func Op.backward (train.py:88)`` (where it was recorded)."""
+    where = f" ({_short(verdict.where)})" if verdict.where else ""
+    if verdict.kernel.startswith(("wp.copy", "record_func")):
+        return f"tape entry #{verdict.index} {verdict.kernel}{where}"
     return f"launch #{verdict.index} {verdict.kernel}{where}"
+
+
+def _short(where: str | None) -> str | None:
+    """``/long/path/file.py:34`` → ``file.py:34``."""
+    if not where:
+        return None
+    path, _, line = where.rpartition(":")
+    return f"{os.path.basename(path)}:{line}"
 
 
 def _evidence(blame, verdicts, shown, warn) -> dict:
@@ -128,6 +155,7 @@ def _evidence(blame, verdicts, shown, warn) -> dict:
                 "adjoint": v.ad,
                 "fd": v.fd,
                 "note": v.note,
+                "suspects": [{"bug": b, "where": w, "what": t} for b, w, t in v.suspects],
             }
             for v in sorted(shown, key=lambda v: -v.rel_error)[:10]
         ],

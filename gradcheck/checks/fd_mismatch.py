@@ -118,11 +118,11 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         cause = f"struct adjoint pointers that miss the live gradient: {', '.join(pointers[:3])} (see stale-adjoint)"
         hint = "backward writes into other buffers than the ones read back: fix the struct fields named"
     elif wrong and not changed:
-        from gradcheck.checks.adjoint_mismatch import launch_label
+        from gradcheck.checks.adjoint_mismatch import fix_for, launch_label
 
         worst = max(wrong, key=lambda v: (v.status == "assigns", v.rel_error))
         cause = f"{launch_label(worst)} has a wrong adjoint (see adjoint-mismatch)"
-        hint = f"check the adjoint of {worst.kernel}: its @wp.func_grad functions and runtime-bound loops"
+        hint = fix_for(worst)
     elif changed:
         names = ", ".join(c.subject for c in changed[:3])
         cause = f"arrays changed before backward: {names} (see changed-before-backward)"

@@ -346,7 +346,8 @@ def _blame(scenario, name, params, snapshots, state, loop, fd: FDOptions | None,
     try:
         restore()
         recorder, tape, _loss = _call(name, "forward (blame probe)", launch_check.record_forward, scenario)
-        recorded = launch_check.check_recorded_functions(tape)
+        names = {id(arr): key for key, arr in params.items()}
+        recorded = launch_check.check_recorded_functions(tape, recorder.functions, names)
         direction = fd_result.culprit_direction if fd_result is not None else None
         tangents = _call(
             name,

@@ -18,6 +18,7 @@ class Case:
     fault: str | None
     expect: frozenset  # checks that must fire; empty: no finding at all
     settings: dict = field(default_factory=dict)
+    min_warp: str | None = None  # the first Warp that can build the fault's kernels
 
     @property
     def label(self) -> str:
@@ -35,10 +36,16 @@ def cases(warp_version: str) -> tuple[Case, ...]:
     finding only where the bug exists; on a fixed version the same usage must be silent."""
     from gradcheck.model.known_bugs import (
         COPY_ADJOINT_ASSIGNS,
+        FUNC_ADJOINTS_FOLLOW_MODULE,
         GRADS_SEEDS_NOT_ZEROED,
         NESTED_STRUCT_NOT_ZEROED,
         STRUCT_GRAD_FREED,
+        TERNARY_SAME_ELEMENT,
     )
+
+    def wrong_on(bug) -> frozenset:
+        """A fault built on an upstream bug: the gradient is wrong, and the launch named, only where it lives."""
+        return frozenset({"fd-mismatch", "adjoint-mismatch"}) if bug.affects(warp_version) else frozenset()
 
     leaks = frozenset({"accumulation", "zero-audit"})
     # a gradient buffer the struct mirror still points at is freed before 1.7.2 (warp#720), kept alive after
@@ -69,13 +76,10 @@ def cases(warp_version: str) -> tuple[Case, ...]:
         Case("spring-chain", "changed-before-backward", frozenset({"changed-before-backward"})),
         Case("spring-chain", "wrong-func-grad", frozenset({"fd-mismatch", "adjoint-mismatch"})),
         Case("spring-chain", "runtime-loop", frozenset({"fd-mismatch", "adjoint-mismatch"})),
-        Case(
-            "spring-chain",
-            "clone-on-tape",
-            frozenset({"fd-mismatch", "adjoint-mismatch"})
-            if COPY_ADJOINT_ASSIGNS.affects(warp_version)
-            else frozenset(),
-        ),
+        Case("spring-chain", "record-func-assigns", frozenset({"fd-mismatch", "adjoint-mismatch"})),
+        Case("spring-chain", "clone-on-tape", wrong_on(COPY_ADJOINT_ASSIGNS)),
+        Case("spring-chain", "ternary-same-element", wrong_on(TERNARY_SAME_ELEMENT), min_warp="1.8.0"),
+        Case("spring-chain", "backward-opt-in", wrong_on(FUNC_ADJOINTS_FOLLOW_MODULE)),
     )
 
 
@@ -100,16 +104,20 @@ class Outcome:
 def run_selftest(device: str | None, passes: int = 3, progress=None) -> list[Outcome]:
     from gradcheck.engine.environment import check_device, default_device
     from gradcheck.engine.scenario_run import run_one
+    from gradcheck.model.known_bugs import version_tuple
     from gradcheck.model.options import RunOptions
     from gradcheck.probes.warp_compat import load_warp
 
     device = check_device(device) if device else default_device()
-    matrix = cases(load_warp().__version__)
+    version = load_warp().__version__
+    matrix = cases(version)
     newton = _newton_missing()
     outcomes = []
     for case in matrix:
         if case.scenario in NEWTON and newton:
             outcomes.append(Outcome(case, frozenset(), None, skipped=newton))
+        elif case.min_warp and version_tuple(version) < version_tuple(case.min_warp):
+            outcomes.append(Outcome(case, frozenset(), None, skipped=f"needs Warp >= {case.min_warp}"))
         else:
             options = RunOptions(device=device, passes=passes, fault=case.fault, settings=case.settings)
             result = run_one(case.scenario, options, device)

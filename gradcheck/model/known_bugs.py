@@ -16,9 +16,12 @@ class KnownBug:
     fixed_in: str
     summary: str
     workaround: str
+    since: str | None = None  # the first release that had it, when known
 
     def affects(self, warp_version: str | None) -> bool:
-        return bool(warp_version) and version_tuple(warp_version) < version_tuple(self.fixed_in)
+        if not warp_version or version_tuple(warp_version) >= version_tuple(self.fixed_in):
+            return False
+        return self.since is None or version_tuple(warp_version) >= version_tuple(self.since)
 
     def note(self, warp_version: str) -> str:
         return (
@@ -44,6 +47,19 @@ COPY_ADJOINT_ASSIGNS = KnownBug(
     "1.17.0",
     "the adjoint wp.copy/wp.clone/array.assign record on the tape overwrites the source's gradient instead of adding",
     "do not read a source array both directly and through a tape-recorded copy; copy in a kernel instead",
+)
+TERNARY_SAME_ELEMENT = KnownBug(
+    "the ternary-adjoint bug (field notes section 7)",
+    "1.17.0",
+    "a conditional expression whose two branches read the same array element loses the taken branch's adjoint",
+    "read the element into a local variable before the conditional expression",
+    since="1.16.0",
+)
+FUNC_ADJOINTS_FOLLOW_MODULE = KnownBug(
+    "the enable_backward opt-in bug (field notes section 7)",
+    "1.18.0",
+    "a kernel with enable_backward=True in a module built with it off gets no adjoints for the @wp.func it calls",
+    "leave the module's enable_backward on, or move the kernel and its functions to a module that has it on",
 )
 STRUCT_GRAD_FREED = KnownBug(
     "NVIDIA/warp#720",

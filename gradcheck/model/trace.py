@@ -113,6 +113,8 @@ class LaunchVerdict:
     fd: float = 0.0  # <w, dF/du> from central differences of the launch
     rollouts: int = 0
     note: str | None = None
+    # constructs in the kernel a known Warp bug mishandles: (KnownBug name, file:line, what), see kernel_patterns
+    suspects: tuple[tuple[str, str | None, str], ...] = ()
 
 
 @dataclass(frozen=True)

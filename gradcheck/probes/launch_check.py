@@ -59,6 +59,20 @@ class LaunchRecorder:
         self.budget, self.used = budget, 0
         self.over_budget_at: int | None = None
         self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
+        self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
+
+    def recorded_func(self, index: int, arrays) -> None:
+        """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
+        are kept here per entry, with the first call site outside Warp."""
+        import inspect
+
+        frame = inspect.currentframe().f_back
+        while frame is not None and (
+            frame.f_globals.get("__name__", "").split(".")[0] == "warp" or frame.f_globals.get("__name__") == __name__
+        ):
+            frame = frame.f_back
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
+        self.functions[index] = (list(arrays), where)
 
     def before(self, kernel, dim, inputs, outputs, options) -> None:
         import inspect
@@ -100,6 +114,13 @@ def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
 
     recorder = LaunchRecorder(budget)
     tape = wp.Tape()
+    record_func = tape.record_func
+
+    def recording_func(backward, arrays):
+        recorder.recorded_func(len(tape.launches), arrays)
+        return record_func(backward, arrays)
+
+    tape.record_func = recording_func  # on this instance only: wp.copy and user code find it as runtime.tape
     with intercepted_launches(recorder.before), tape:
         loss = scenario.forward()
     recorder.loss_id = id(loss)
@@ -137,6 +158,11 @@ def check_launches(
                         + f": tested together they agree (rel {joint.rel_error:.2g})",
                     )
                     break
+        if verdict.status in ("mismatch", "assigns"):
+            from gradcheck.probes.kernel_patterns import suspects
+
+            found = tuple((s.bug, s.where, s.what) for s in suspects(launch.kernel))
+            verdict = replace(verdict, suspects=found)
         verdicts.append(verdict)
     return verdicts
 
@@ -196,22 +222,38 @@ def record_tangents(
     return tangents
 
 
-def check_recorded_functions(tape, seed: int = 0) -> list[LaunchVerdict]:
-    """Tape entries that are not kernel launches. The adjoint ``wp.copy`` records (``clone``, ``assign``) must add
-    the destination's gradient to the source's: prefill the source gradient with r, the destination's with w, run
-    the recorded backward, expect r + w (Warp up to 1.16 assigned w, dropping every other contribution to the
-    source). Both gradients are put back afterwards. Other ``record_func`` entries have no forward to replay:
-    listed as not checked."""
+def check_recorded_functions(tape, functions=None, names=None, seed: int = 0) -> list[LaunchVerdict]:
+    """Tape entries that are not kernel launches (``record_func``). None has a forward to replay, so what is
+    tested is what every adjoint owes the gradients it is given: to add to them.
+
+    The adjoint ``wp.copy`` records (``clone``, ``assign``): prefill the source gradient with r, the destination's
+    with w, run the recorded backward, expect r + w (Warp up to 1.16 assigned w, dropping every other
+    contribution to the source). Any other entry whose arrays are known (``functions``: tape index → (arrays,
+    call site), from record_forward): see ``_overwritten``. Entries whose arrays are unknown are listed as not
+    checked. ``names``: id(array) → the name findings use (the params'). Every gradient touched is put back
+    afterwards."""
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.warp_compat import is_float_array, recorded_functions, tape_launches
+    from gradcheck.probes.warp_compat import first_use_label, is_float_array, recorded_functions, tape_launches
 
     rng = np.random.default_rng(seed)
+    functions, names = functions or {}, names or {}
+    launches = tape_launches(tape)
+
+    def label_of(array) -> str:
+        return (names.get(id(array)) or first_use_label(launches, array) or "an array of its") + ".grad"
+
     verdicts = []
-    for index, backward, copy in recorded_functions(tape_launches(tape)):
+    for index, backward, copy in recorded_functions(launches):
         if copy is None:
-            verdicts.append(LaunchVerdict(index, "record_func", None, "not-checked", note="no forward to replay"))
+            arrays, where = functions.get(index, (None, None))
+            qualname = getattr(backward, "__qualname__", type(backward).__name__)
+            name = f"record_func {qualname.replace('.<locals>', '')}"
+            if arrays is None:
+                verdicts.append(LaunchVerdict(index, name, None, "not-checked", note="its arrays are not known"))
+            else:
+                verdicts.append(_overwritten(index, name, where, backward, arrays, rng, label_of))
             continue
         dest, src = copy
         label = "wp.copy (recorded on the tape)"
@@ -249,6 +291,74 @@ def check_recorded_functions(tape, seed: int = 0) -> list[LaunchVerdict]:
         else:
             verdicts.append(LaunchVerdict(index, label, None, "ok", error))
     return verdicts
+
+
+def _overwritten(index: int, name: str, where, backward, arrays, rng, label_of) -> LaunchVerdict:
+    """Does a recorded backward overwrite a gradient it should add to? Without its forward, what a backward
+    computes cannot be checked, but how it treats the gradients it is given can. Prefill every array's gradient
+    with random values and run it; then, one array at a time, change only that array's prefill and run it again.
+    - Other arrays' results move: the backward reads this gradient (an output of the op): not judged.
+    - Nothing else moves and this array's own result does not move either, yet the backward left a nonzero
+      value there: it discarded what was accumulated before and wrote its own — an adjoint that assigns
+      (``x_grad[i] = ...`` for ``+=``). An op that overwrites its input with a constant may legitimately zero
+      the gradient; that writes zeros and is not flagged.
+    Costs one more backward call per array."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import is_float_array
+
+    unique = {}
+    for a in arrays:
+        if getattr(a, "grad", None) is not None and is_float_array(a) and id(a.grad) not in unique:
+            unique[id(a.grad)] = a
+    grads = [a.grad for a in unique.values()]
+    if not grads:
+        return LaunchVerdict(index, name, where, "not-checked", note="no float gradients among its arrays")
+    saved = [wp.clone(g) for g in grads]
+
+    def trial(fills):
+        for g, fill in zip(grads, fills):
+            g.assign(fill)
+        backward()
+        for g in grads:
+            wp.synchronize_device(g.device)
+        return [g.numpy().astype(np.float64).copy() for g in grads]
+
+    try:
+        base = [rng.standard_normal(g.numpy().shape).astype(g.numpy().dtype) for g in grads]
+        first = trial(base)
+        worst = None  # (share of elements overwritten, position)
+        for i in range(len(grads)):
+            fills = list(base)
+            fills[i] = rng.standard_normal(base[i].shape).astype(base[i].dtype)
+            again = trial(fills)
+            if any(not np.allclose(again[j], first[j], rtol=1e-5, atol=1e-7) for j in range(len(grads)) if j != i):
+                continue  # this gradient is read: an output of the op
+            moved = np.abs(fills[i].astype(np.float64) - base[i].astype(np.float64))
+            kept = np.abs(again[i] - first[i]) > 1e-3 * moved
+            dropped = (~kept) & (first[i] != 0.0) & (moved > 0)
+            share = float(np.count_nonzero(dropped)) / max(dropped.size, 1)
+            if share > 0 and (worst is None or share > worst[0]):
+                worst = (share, i)
+    except Exception as exc:  # noqa: BLE001 - a backward that cannot run twice is not judged
+        return LaunchVerdict(index, name, where, "not-checked", note=f"its backward raised {type(exc).__name__}")
+    finally:
+        for g, copy in zip(grads, saved):
+            wp.copy(g, copy)
+    if worst is None:
+        return LaunchVerdict(index, name, where, "ok")
+    share, i = worst
+    label = label_of(list(unique.values())[i])
+    return LaunchVerdict(
+        index,
+        name,
+        where,
+        "assigns",
+        share,
+        note=f"its backward overwrites the gradient of {label} instead of adding to it "
+        f"({share:.0%} of the elements: what was accumulated there before is lost)",
+    )
 
 
 def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:

@@ -389,7 +389,9 @@ def intercepted_launches(before):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        if not a.get("adjoint") and not a.get("record_cmd"):  # block_dim and record_cmd: not on every release
+        # block_dim and record_cmd are not on every release; a launch with record_tape=False is not on the tape
+        # (a custom op whose backward is recorded by hand): its own adjoint never runs
+        if not a.get("adjoint") and not a.get("record_cmd") and a.get("record_tape", True):
             options = {"device": a.get("device"), "max_blocks": a.get("max_blocks", 0), "block_dim": a.get("block_dim")}
             before(a["kernel"], a["dim"], list(a["inputs"] or []), list(a["outputs"] or []), options)
         return original(*args, **kwargs)
