@@ -41,6 +41,9 @@ def check(
         fd=FDOptions(mode=fd),
         replay=replay,
     )
+    from gradcheck.engine.interrupts import watch
+
     used = check_device(device) if device else default_device()
-    result = run_one(scenario, options, used)
+    with watch():  # Ctrl-C stops the caller (a KeyboardInterrupt); a scenario raising one itself is its error
+        result = run_one(scenario, options, used)
     return Report(environment=describe(used), scenarios=(result,), fail_on=options.fail_on)

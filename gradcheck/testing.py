@@ -30,7 +30,11 @@ def assert_gradients_healthy(scenario, checks: Iterable[str] | None = None, fail
         raise UsageError(f"checks must be a list of check names such as ['accumulation'], got {checks!r}")
     unknown = sorted(set(checks or ()) - set(BY_NAME))
     if unknown:
-        raise UsageError(f"unknown check(s) {', '.join(map(repr, unknown))}; checks: {', '.join(BY_NAME)}")
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(BY_NAME), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown check(s) {', '.join(map(repr, unknown))}{hint} (checks: {', '.join(BY_NAME)})")
     threshold = severity(fail_on, "fail_on")
     report = check(scenario, **options)
     (result,) = report.scenarios

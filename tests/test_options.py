@@ -74,4 +74,4 @@ def test_ci_config_is_validated_like_the_command_line(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\nscenarios = [{ spec = "rollout", passes = 0 }]\n')
     proc = cli("ci", "--device", "cpu", cwd=tmp_path)
     assert proc.returncode == ExitCode.USAGE
-    assert "scenarios[0] (rollout): --passes must be at least 1" in proc.stderr
+    assert "[tool.gradcheck] scenarios[0] passes must be a whole number of at least 1, got 0" in proc.stderr

@@ -15,13 +15,17 @@ from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "nonfinite"
-SUMMARY = "gradients must be free of NaN and Inf"
+SUMMARY = "gradients and the loss must be free of NaN and Inf"
 
 EXPLAIN = """
 What it means: a gradient holds NaN or Inf. If the forward loss was finite, backward alone produced it.
 
 Common causes: the adjoint of sqrt(0), length(0) or normalize(0) (d|v|/dv = v/|v| is 0/0 at v = 0); log of 0;
 division by a value that reaches 0; an exploding rollout.
+
+A NaN or Inf loss with finite gradients is reported too (subject "loss"): the bad term is one no param reaches (a
+constant, an uninitialised or stale buffer added to the loss), and whatever optimises or compares that loss is
+broken even though every gradient looks healthy.
 
 Fix: guard the singular point; --trace-nonfinite names the first operation that produced the NaN.
 
@@ -37,7 +41,29 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     for fam, members in group_by_family(affected, key=lambda p: p.name).items():
         worst = max(members, key=lambda p: max(q.nonfinite for q in p.passes))
         findings.append(_finding(trace, fam, members, sizes[fam], worst))
+    if not findings:
+        findings.extend(_loss_finding(trace))
     return tuple(findings)
+
+
+def _loss_finding(trace: Trace) -> list[Finding]:
+    """Finite gradients of a loss that is not finite."""
+    bad = [i for i, r in enumerate(trace.passes) if r.loss is not None and not math.isfinite(r.loss)]
+    if not bad:
+        return []
+    first = bad[0]
+    return [
+        Finding(
+            check=NAME,
+            severity=Severity.ERROR,
+            subject="loss",
+            message=f"the loss is {trace.passes[first].loss} on {len(bad)} of {len(trace.passes)} passes (from pass "
+            f"{first + 1}) while every gradient is finite: the bad term is one no param reaches",
+            hint="look for a term of the loss that does not depend on the params: a NaN constant, an uninitialised "
+            "or stale buffer added to the loss; --trace-nonfinite names the first operation that produced it",
+            evidence={"first_pass": first + 1, "losses": [r.loss for r in trace.passes]},
+        )
+    ]
 
 
 def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int, worst: ParamTrace) -> Finding:

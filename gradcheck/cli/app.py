@@ -47,4 +47,29 @@ def _main(
 
 
 def main() -> None:
-    app(prog_name="gradcheck")
+    """The console script. Typer's own handling of a bad command line prints a panel on stderr and nothing on
+    stdout; here it is one ``gradcheck: error: …`` line and exit 2, and with ``--format json`` stdout still carries
+    one JSON object (the usage error in ``error``), as for every other usage error."""
+    import sys
+
+    from gradcheck.cli.output import error_line, usage_failure
+    from gradcheck.model.exit_codes import ExitCode
+
+    args = sys.argv[1:]
+    if sys.stdout is None and "--output" not in args:  # started with stdout closed (>&-): nowhere for the report
+        error_line("stdout is closed, so the report could not be written; give --output FILE")
+        sys.exit(int(ExitCode.USAGE))
+    try:
+        code = app(prog_name="gradcheck", args=args, standalone_mode=False)
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `gradcheck` alone: the help, as Typer shows it
+            exc.show()
+            code = int(ExitCode.USAGE)
+        elif callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            code = usage_failure(exc.format_message(), args, exc.exit_code)  # Click's UsageError and friends
+        else:
+            raise
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say, and no traceback
+        sys.stderr.close()
+        code = 1
+    sys.exit(code or 0)

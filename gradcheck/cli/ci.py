@@ -10,10 +10,11 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, error_line, fail, stdout_to_stderr
+from gradcheck.cli.output import check_writable, error_line, fail, stdout_to_stderr, write_atomically
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import FailOn
 
 
@@ -25,8 +26,8 @@ def ci(
     update_baseline: bool = typer.Option(False, "--update-baseline", help="write the current findings to --baseline"),
     timeout: float = typer.Option(600.0, "--timeout", help="seconds per scenario before it is stopped"),
     shard_spec: str = typer.Option(None, "--shard", metavar="I/N", help="run the I-th of N shards"),
-    passes: int = typer.Option(None, "--passes", help="override [tool.gradcheck] passes"),
-    fail_on: FailOn = typer.Option(None, "--fail-on", help="override [tool.gradcheck] fail-on"),
+    passes: int = typer.Option(None, "--passes", help="override \\[tool.gradcheck] passes"),
+    fail_on: FailOn = typer.Option(None, "--fail-on", help="override \\[tool.gradcheck] fail-on"),
 ) -> None:
     """Run the configured scenarios (\\[tool.gradcheck] in pyproject.toml), each isolated, for CI."""
     from gradcheck.cli.progress import progress_bars
@@ -36,6 +37,7 @@ def ci(
 
     try:
         config = ci_run.load_config(Path.cwd())
+        ci_run.check_specs(config.entries, config.source)
         entries = ci_run.shard(config.entries, shard_spec)
         options = RunOptions(
             device=device,
@@ -51,6 +53,8 @@ def ci(
         check_writable(junit, "--junit")
         check_writable(baseline if update_baseline else None, "--baseline")
     except UsageError as exc:
+        if fmt == OutputFormat.json:  # stdout is still one JSON object
+            typer.echo(_json(_usage_payload(str(exc))), nl=False)
         raise fail(exc) from None
 
     with stdout_to_stderr(), progress_bars(False, len(entries)) as bars:
@@ -65,17 +69,21 @@ def ci(
         try:
             report = ci_run.run_entries(entries, options, on_result, source=config.source)
         except UsageError as exc:
+            if fmt == OutputFormat.json:
+                typer.echo(_json(_usage_payload(str(exc), config.source)), nl=False)
             raise fail(exc) from None
+    if report.error:  # interrupted: what finished is still reported below
+        error_line(report.error)
     if update_baseline:  # what fails now is accepted from now on: only a scenario that could not run fails
         accepted = Baseline.of(report)
-        baseline.write_text(_json(accepted.to_dict()), encoding="utf-8")
+        write_atomically(baseline, _json(accepted.to_dict()), "--baseline")
     if accepted is not None:
         report = accepted.apply(report)
     if junit is not None:
         from gradcheck.checks import BY_NAME
         from gradcheck.formats.junit import render as junit_xml
 
-        junit.write_text(junit_xml(report, list(BY_NAME)), encoding="utf-8")
+        write_atomically(junit, junit_xml(report, list(BY_NAME)), "--junit")
     if fmt == OutputFormat.json:
         typer.echo(_json(_payload(report, config.source)), nl=False)
     else:
@@ -92,6 +100,17 @@ def ci(
     raise typer.Exit(int(report.exit_code))
 
 
+def _usage_payload(message: str, source: str | None = None) -> dict:
+    return {
+        "schema": "gradcheck-ci/1",
+        "config": source,
+        "fail_on": None,
+        "scenarios": [],
+        "error": message,
+        "exit_code": int(ExitCode.USAGE),
+    }
+
+
 def _payload(report, source: str) -> dict:
     """The ci JSON: each scenario as in ``gradcheck run``'s report, plus its label and environment."""
     environment = dict(report.environment)
@@ -101,7 +120,7 @@ def _payload(report, source: str) -> dict:
         "fail_on": report.fail_on.label,
         "scenarios": [r.to_dict() | {"environment": environment} for r in report.scenarios],
         "exit_code": int(report.exit_code),
-    }
+    } | ({"error": report.error} if report.error else {})
 
 
 def _json(data: dict) -> str:

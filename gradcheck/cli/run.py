@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, emit, error_line, stdout_to_stderr
+from gradcheck.cli.output import check_writable, emit, error_line, input_files, stdout_to_stderr, usage_report
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
 from gradcheck.model.options import BlameMode, FailOn, FDMode
@@ -68,7 +68,11 @@ def run(
             blame=blame,
             timeout=timeout,
         )
-        check_writable(output)
+        try:
+            check_writable(output, inputs=input_files(specs))
+        except UsageError:
+            output = None  # the usage error is then reported on stdout, once
+            raise
         with stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars:
             report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)
     except UsageError as exc:
@@ -82,15 +86,3 @@ def run(
         error_line(report.error)
     emit(report, fmt, output)
     raise typer.Exit(int(report.exit_code))
-
-
-def usage_report(message: str, fail_on: FailOn):
-    """A report that carries only the usage error, so ``--format json`` stdout is still one JSON object."""
-    from gradcheck.engine.environment import describe
-    from gradcheck.model.exit_codes import ExitCode
-    from gradcheck.model.options import severity
-    from gradcheck.model.report import Report
-
-    return Report(
-        environment=describe(None), scenarios=(), fail_on=severity(fail_on), error=message, error_code=ExitCode.USAGE
-    )

@@ -33,14 +33,18 @@ def sweep(
     try:
         parsed = parse_settings(settings or [])
         with stdout_to_stderr():
-            key, rows, used_device = sweeping.run_sweep(spec, parsed, device, fault)
-        if plot_file is not None:
+            key, rows, used_device, stopped = sweeping.run_sweep(spec, parsed, device, fault)
+        if plot_file is not None and rows:
             sweeping.plot(str(plot_file), spec, key, {spec + (f" {fault}" if fault else ""): rows})
     except UsageError as exc:
+        if fmt == OutputFormat.json:  # stdout is still one JSON object
+            typer.echo(json.dumps({"schema": "gradcheck-sweep/1", "scenario": spec, "rows": [], "error": str(exc)}))
         raise fail(exc) from None
     failed = [r for r in rows if r.severity == "failed"]
-    for r in failed:
-        error_line(r.detail)
+    for detail in dict.fromkeys(r.detail for r in failed):  # the same error for every value is said once
+        error_line(detail)
+    if stopped is not None:
+        error_line(f"interrupted by {stopped.what}; {len(rows)} value(s) finished and are reported")
     if fmt == OutputFormat.json:
         payload = {
             "schema": "gradcheck-sweep/1",
@@ -50,7 +54,7 @@ def sweep(
             "option": key,
             "fixed": {k: v for k, v in parsed.items() if k != key},
             "rows": [r.to_dict() for r in rows],
-        }
+        } | ({"error": f"interrupted by {stopped.what}"} if stopped is not None else {})
         typer.echo(json.dumps(payload, indent=2))
     else:
         from rich.table import Table
@@ -64,5 +68,5 @@ def sweep(
             error = f"{r.error:.3g}" if r.error is not None else "—"
             table.add_row(r.value, error, r.severity, f"{r.seconds:.1f}")
         console().print(table)
-    code = ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
+    code = stopped.exit_code if stopped is not None else ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
     raise typer.Exit(int(code))

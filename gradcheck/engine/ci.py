@@ -81,24 +81,81 @@ def _toml(path: Path) -> dict:
         raise UsageError(f"cannot read {path}: {exc}; fix the TOML") from None
 
 
+KEYS = ("scenarios", "passes", "fail-on")
+ENTRY_KEYS = ("spec", "fault", "set", "passes")
+
+
 def _parse(data: dict, source: str) -> Config:
-    entries = []
-    for i, item in enumerate(data.get("scenarios", [])):
-        if isinstance(item, str):
-            entries.append(Entry(item))
-        elif isinstance(item, dict) and isinstance(item.get("spec"), str):
-            settings = {str(k): str(v) for k, v in (item.get("set") or {}).items()}
-            entries.append(Entry(item["spec"], item.get("fault"), settings, item.get("passes")))
-        else:
-            raise UsageError(f"{source}: [tool.gradcheck] scenarios[{i}] must be a spec string or a table with 'spec'")
-    config = default_config() if not entries else Config(entries=tuple(entries))
+    """Every key and value checked before anything runs: a typo (``fail_on``) must not be silently ignored, and
+    a string where a list belongs (``scenarios = "cartpole"``) must not run one scenario per letter."""
+    where = f"{source}: [tool.gradcheck]"
+    if not isinstance(data, dict):
+        raise UsageError(f"{where} must be a table")
+    _known_keys(data, KEYS, where)
+    raw = data.get("scenarios")
+    if raw is not None and not isinstance(raw, list):
+        raise UsageError(
+            f"{where} scenarios must be a list of specs, e.g. scenarios = [{raw!r}], got {type(raw).__name__}"
+        )
+    if raw is not None and not raw:
+        raise UsageError(f"{where} scenarios = [] runs nothing; list specs, or remove the key to run every built-in")
+    entries = [_entry(item, f"{where} scenarios[{i}]") for i, item in enumerate(raw or [])]
+    config = Config(entries=tuple(entries)) if entries else default_config()
+    passes = _passes(data.get("passes", DEFAULT_PASSES), f"{where} passes")
     try:
-        passes = data.get("passes", DEFAULT_PASSES)
         fail_on = severity(data.get("fail-on", FailOn.error), "fail-on")
-        RunOptions(passes=passes)  # the same validation as --passes
     except UsageError as exc:
-        raise UsageError(f"{source}: [tool.gradcheck] {exc}") from None
+        raise UsageError(f"{where} {exc}") from None
     return Config(config.entries, passes, fail_on, source)
+
+
+def _entry(item, where: str) -> Entry:
+    if isinstance(item, str) and item:
+        return Entry(item)
+    if not isinstance(item, dict) or not isinstance(item.get("spec"), str) or not item["spec"]:
+        raise UsageError(f"{where} must be a spec string or a table with 'spec', got {item!r}")
+    _known_keys(item, ENTRY_KEYS, where)
+    fault = item.get("fault")
+    if fault is not None and not isinstance(fault, str):
+        raise UsageError(f"{where} fault must be a string, got {fault!r}")
+    settings = item.get("set") or {}
+    if not isinstance(settings, dict):
+        raise UsageError(f'{where} set must be a table, e.g. set = {{ steps = "600" }}, got {settings!r}')
+    passes = item.get("passes")
+    return Entry(
+        item["spec"],
+        fault,
+        {str(k): str(v) for k, v in settings.items()},
+        None if passes is None else _passes(passes, f"{where} passes"),
+    )
+
+
+def _passes(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{where} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _known_keys(table: dict, known: tuple[str, ...], where: str) -> None:
+    import difflib
+
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"{where}: unknown key {key!r}{hint} (keys: {', '.join(known)})")
+
+
+def check_specs(entries: tuple[Entry, ...], source: str) -> None:
+    """Every entry's spec names a scenario that exists (an unknown name or a missing file is a usage error before
+    anything runs); nothing is imported."""
+    from gradcheck.scenario.resolve import resolve
+
+    for i, entry in enumerate(entries):
+        try:
+            resolve(entry.spec)
+        except UsageError as exc:
+            raise UsageError(f"{source}: scenarios[{i}]: {exc}") from None
 
 
 def shard(entries: tuple[Entry, ...], spec: str | None) -> tuple[Entry, ...]:

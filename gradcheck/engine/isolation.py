@@ -40,6 +40,12 @@ class Isolated:
             self._worker.close()
             self._worker = None
 
+    def abort(self) -> None:
+        """Ctrl-C or SIGTERM: kill the worker and everything it started, now."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
     def run_one(self, spec: str, options, device: str, progress=None):
         if self._worker is None:
             self._worker = _Worker()
@@ -127,9 +133,9 @@ class _Worker:
         return f"exited with status {code}"
 
     def stop(self) -> None:
-        """Kill it: a hung worker will not read a polite request."""
-        if self.process.is_alive():
-            self.process.kill()
+        """Kill it and its process group: a hung worker will not read a polite request, and a child process a
+        scenario started (holding the caller's pipes open) must not outlive it."""
+        _kill_group(self.process)
         self.process.join(10)
         self.connection.close()
 
@@ -139,14 +145,31 @@ class _Worker:
         except (OSError, BrokenPipeError):
             pass
         self.process.join(10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(10)
+        _kill_group(self.process)  # what its scenarios started and left running
+        self.process.join(10)
         self.connection.close()
+
+
+def _kill_group(process) -> None:
+    """SIGKILL the worker's process group (its own, see _serve): the worker and whatever its scenarios spawned."""
+    pid = process.pid
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)  # no such group (it had not set it up yet): the worker alone
+    except (AttributeError, OSError):  # AttributeError: no process groups on this platform
+        if process.is_alive():
+            process.kill()
 
 
 def _serve(connection) -> None:
     """The worker: import Warp once, then run each (spec, options, device) it is sent."""
+    # its own process group: the parent ends the whole group on timeout, Ctrl-C and SIGTERM; the terminal's
+    # Ctrl-C reaches the parent only, which reports what finished before stopping the worker
+    try:
+        os.setpgid(0, 0)
+    except (AttributeError, OSError):
+        pass
     os.dup2(2, 1)  # whatever scenarios print goes to stderr; results travel over the pipe
     import sys
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from gradcheck.engine import interrupts
 from gradcheck.engine.runner import Progress
 from gradcheck.engine.scenario_run import run_one
 from gradcheck.model.options import RunOptions
@@ -55,14 +56,22 @@ def run_jobs(
 
     device = environment.check_device(options.device) if options.device else environment.default_device()
     results = []
-    with _executor(options, fresh_process) as executor:
+    stopped: tuple[str, object] | None = None  # (why, exit code) when a stop request ended the run early
+    with interrupts.watch(), _executor(options, fresh_process) as executor:
         for job in jobs:
-            result = executor.run_one(job.spec, job.options, device, progress)
+            try:
+                result = executor.run_one(job.spec, job.options, device, progress)
+            except interrupts.Interrupted as exc:  # Ctrl-C or SIGTERM: stop now, report what finished
+                executor.abort()
+                why = f"interrupted by {exc.what} while running {job.label or job.spec}; "
+                stopped = (why + f"{len(results)} of {len(jobs)} scenario(s) finished and are reported", exc.exit_code)
+                break
             results.append(replace(result, label=job.label) if job.label else result)
             if on_result is not None:
                 on_result(results[-1], len(results), len(jobs))
     env = environment.describe(device) | executor.versions  # after the runs: the scenarios imported newton
-    return Report(environment=env, scenarios=tuple(results), fail_on=options.fail_on)
+    error, code = stopped or (None, None)
+    return Report(environment=env, scenarios=tuple(results), fail_on=options.fail_on, error=error, error_code=code)
 
 
 class _InProcess:
@@ -75,6 +84,9 @@ class _InProcess:
 
     def __exit__(self, *exc):
         return None
+
+    def abort(self) -> None:
+        """Nothing to stop: the interrupted scenario ran in this process and has already unwound."""
 
     def run_one(self, spec, options: RunOptions, device: str, progress: Progress | None = None):
         return run_one(spec, options, device, progress)

@@ -12,12 +12,14 @@ any difference between passes is the program's, not the tool's.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import math
 import time
 from collections.abc import Callable, Mapping
 
-from gradcheck.model.errors import ScenarioError
+from gradcheck.engine.interrupts import Interrupted, ending
+from gradcheck.model.errors import ScenarioError, UsageError
 from gradcheck.model.options import BlameMode, FDMode, FDOptions
 from gradcheck.model.trace import (
     FDResult,
@@ -85,7 +87,7 @@ def run_passes(
     ledger = ledger or AllocationLedger().install()
     try:
         with wp.ScopedDevice(device):
-            _call(name, "setup", scenario.setup, device, fault=fault, **options)
+            _setup(scenario, name, device, fault, options)
             params = _params(scenario, name)
             snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
             # the state the first pass starts from, for finite-difference rollouts to start from too
@@ -95,7 +97,17 @@ def run_passes(
                 loop = _PassLoop(scenario, name, device, snapshots, GradientReader(tolerance), ledger, progress)
                 loop.clip_norm = clip_norm
                 for index in range(1, passes + 1):
-                    loop.run_pass(index, passes)
+                    token = _CURRENT_PASS.set((index, passes))
+                    try:
+                        loop.run_pass(index, passes)
+                    except ScenarioError as exc:
+                        if not loop.records:
+                            raise
+                        # the passes that finished are still checked and reported, beside the error
+                        partial = _trace(scenario, name, device, fault, options, params, loop, value_norms, wp)
+                        raise PassFailed(str(exc), partial) from exc
+                    finally:
+                        _CURRENT_PASS.reset(token)
             params = _params(scenario, name)
             repeats = losses_repeat([r.loss for r in loop.records], tolerance)
             carried = None if repeats else _carried_state(scenario, name, params, snapshots)
@@ -106,6 +118,45 @@ def run_passes(
         if own_ledger:
             ledger.uninstall()
 
+    return _trace(
+        scenario,
+        name,
+        device,
+        fault,
+        options,
+        params,
+        loop,
+        value_norms,
+        wp,
+        fd=fd_result,
+        replay=replay_result,
+        carried_state=carried,
+        launch_checks=launch_checks,
+    )
+
+
+def _setup(scenario, name: str, device: str, fault, options: dict) -> None:
+    """setup() with the --set options. A ValueError from setup() when options were given is the option's
+    fault, not the scenario's (``steps=abc``, ``steps=-3``): a usage error (exit 2) naming the options."""
+    try:
+        _call(name, "setup", scenario.setup, device, fault=fault, **options)
+    except ScenarioError as exc:
+        cause = exc.__cause__
+        if options and isinstance(cause, ValueError):
+            given = " ".join(f"--set {k}={v}" for k, v in options.items())
+            raise UsageError(f"{name}: setup() rejected {given}: {cause}; give a valid value") from cause
+        raise
+
+
+class PassFailed(ScenarioError):
+    """A hook failed on pass k > 1: the error, with the Trace of the passes that finished."""
+
+    def __init__(self, message: str, trace: Trace) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def _trace(scenario, name, device, fault, options, params, loop, value_norms, wp, **probes) -> Trace:
     param_traces = tuple(
         ParamTrace(
             name=key,
@@ -116,6 +167,7 @@ def run_passes(
             value_norm=value_norms.get(key, float("nan")),
         )
         for key, arr in params.items()
+        if loop.stats.get(key)
     )
     return Trace(
         scenario=name,
@@ -124,16 +176,13 @@ def run_passes(
         options=options,
         params=param_traces,
         passes=tuple(loop.records),
-        tolerance=tolerance,
+        tolerance=loop.reader.tolerance,
         zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",
         warp_version=str(getattr(wp, "__version__", "")),
-        clip_norm=clip_norm,
-        fd=fd_result,
-        replay=replay_result,
-        carried_state=carried,
+        clip_norm=loop.clip_norm,
         no_backward_kernels=loop.no_backward_kernels,
         changed_before_backward=loop.changed_inputs,
-        launch_checks=launch_checks,
+        **probes,
     )
 
 
@@ -639,6 +688,11 @@ def _params(scenario, name: str) -> dict:
             f"{name}: params() returned {type(params).__name__}; return a dict {{name: wp.array}} of the "
             "arrays whose gradients to check"
         )
+    if not params:
+        raise ScenarioError(
+            f"{name}: params() returned an empty dict, so no gradient would be checked; return {{name: wp.array}} "
+            "with the arrays (requires_grad=True) whose gradients to check"
+        )
     for key, value in params.items():
         if not is_array(value):
             raise ScenarioError(
@@ -664,15 +718,32 @@ def _restore(params: dict, snapshots: dict) -> None:
             wp.copy(arr, snap)
 
 
+_CURRENT_PASS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("gradcheck_pass", default=None)
+
+
 def _call(name: str, phase: str, fn, /, *args, **kwargs):
+    """Call a scenario hook; what it raises becomes a ScenarioError naming the hook (and the pass). SystemExit and
+    a KeyboardInterrupt the scenario raised itself too: a scenario must not end gradcheck (exit 0 with nothing
+    checked, or its own status). The user's Ctrl-C (``Interrupted``) goes through."""
     try:
         return fn(*args, **kwargs)
-    except ScenarioError:
+    except (ScenarioError, Interrupted):
         raise
     except Exception as exc:
         raise ScenarioError(
-            f"{name}: {phase}() raised {type(exc).__name__}: {exc}; fix the scenario (--debug shows the traceback)"
+            f"{name}: {phase}() raised {type(exc).__name__}{_on_pass()}: {exc}; fix the scenario "
+            "(--debug shows the traceback)"
         ) from exc
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise ScenarioError(
+            f"{name}: {phase}() raised {ending(exc)}{_on_pass()}; a scenario must return or raise an exception, "
+            "not end the process: fix the scenario (--debug shows the traceback)"
+        ) from exc
+
+
+def _on_pass() -> str:
+    current = _CURRENT_PASS.get()
+    return f" on pass {current[0]} of {current[1]}" if current else ""
 
 
 def _scalar(loss) -> float | None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 import traceback as tb
+from dataclasses import replace
 
 from gradcheck.checks import run_checks
+from gradcheck.engine.interrupts import Interrupted, ending
 from gradcheck.engine.runner import Progress
 from gradcheck.model.errors import GradcheckError, ScenarioError
 from gradcheck.model.exit_codes import ExitCode
@@ -21,7 +23,7 @@ from gradcheck.model.trace import Trace
 
 def run_one(spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
     """``spec``: a spec string, or a scenario object (instance, class or factory) for the Python API."""
-    from gradcheck.engine.runner import run_passes
+    from gradcheck.engine.runner import PassFailed, run_passes
     from gradcheck.scenario import contract, loader
     from gradcheck.scenario.resolve import resolve
 
@@ -54,12 +56,32 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
             replay=options.replay,
             blame=options.blame,
         )
+    except PassFailed as exc:  # a later pass failed: the passes that finished are checked and reported too
+        failed = _failed(spec, name, options, device, exc, started)
+        return replace(_checked(spec, name, options, device, exc.trace, started), **_error_fields(failed))
     except GradcheckError as exc:
         return _failed(spec, name, options, device, exc, started)
+    except Interrupted:
+        raise
     except Exception as exc:  # a bug in gradcheck or an unexpected Warp failure: still one line
         wrapped = ScenarioError(f"{name}: unexpected {type(exc).__name__}: {exc} (--debug shows the traceback)")
         wrapped.__cause__ = exc
         return _failed(spec, name, options, device, wrapped, started)
+    except (SystemExit, KeyboardInterrupt) as exc:  # raised by the scenario outside its hooks (e.g. on import)
+        wrapped = ScenarioError(
+            f"{name}: the scenario raised {ending(exc)}; a scenario must not end the process: fix the scenario"
+        )
+        wrapped.__cause__ = exc
+        return _failed(spec, name, options, device, wrapped, started)
+    return _checked(spec, name, options, device, trace, started)
+
+
+def _error_fields(failed: ScenarioResult) -> dict:
+    return {"error": failed.error, "error_code": failed.error_code, "traceback": failed.traceback}
+
+
+def _checked(spec, name, options: RunOptions, device, trace: Trace, started: float) -> ScenarioResult:
+    """Checks on the trace, and the result that reports them."""
     findings = run_checks(trace, options.checks)
     if options.trace_nonfinite and any(f.check == "nonfinite" for f in findings):
         findings = _with_fp_trace(findings, spec, options, device)

@@ -48,35 +48,46 @@ def split_sweep(settings: dict[str, str]) -> tuple[str, list[str], dict[str, str
 
 
 def run_sweep(spec: str, settings: dict[str, str], device: str | None, fault: str | None = None, progress=None):
+    """(option, rows, device, Interrupted or None): one row per value, in order; on Ctrl-C the rows so far."""
     from gradcheck.engine.environment import check_device, default_device
-    from gradcheck.engine.scenario_run import run_one
-    from gradcheck.model.options import BlameMode, FDOptions, RunOptions
+    from gradcheck.engine.interrupts import Interrupted, watch
+    from gradcheck.model.options import FDOptions
+    from gradcheck.scenario.resolve import resolve
 
     key, values, fixed = split_sweep(settings)
+    resolve(spec)  # an unknown scenario is one usage error, not one failed row per value
     fd = FDOptions(auto_elements=False)
     device = check_device(device) if device else default_device()
-    rows = []
-    for value in values:
-        # the sweep charts the finite-difference error: no replay or per-launch probes
-        options = RunOptions(
-            device=device,
-            passes=1,
-            fault=fault,
-            settings={**fixed, key: value},
-            fd=fd,
-            replay=False,
-            blame=BlameMode.off,
-        )
-        result = run_one(spec, options, device, progress)
-        if result.error:
-            rows.append(SweepRow(value, None, "failed", result.seconds, result.error))
-            continue
-        found = [f for f in result.findings if f.check == "fd-mismatch"]
-        skipped = result.fd.skipped if result.fd else None
-        error = result.fd.max_direction_error if result.fd else None
-        verdict = found[0].severity.label if found else ("skipped" if skipped else "ok")
-        rows.append(SweepRow(value, error, verdict, result.seconds, skipped or ""))
-    return key, rows, device
+    rows: list[SweepRow] = []
+    try:
+        with watch():
+            for value in values:
+                rows.append(_row(spec, {**fixed, key: value}, value, fault, device, fd, progress))
+    except Interrupted as exc:
+        return key, rows, device, exc
+    return key, rows, device, None
+
+
+def _row(spec: str, settings: dict, value: str, fault, device: str, fd, progress) -> SweepRow:
+    from gradcheck.engine.scenario_run import run_one
+    from gradcheck.model.errors import UsageError
+    from gradcheck.model.exit_codes import ExitCode
+    from gradcheck.model.options import BlameMode, RunOptions
+
+    # the sweep charts the finite-difference error: no replay or per-launch probes
+    options = RunOptions(
+        device=device, passes=1, fault=fault, settings=settings, fd=fd, replay=False, blame=BlameMode.off
+    )
+    result = run_one(spec, options, device, progress)
+    if result.error and result.error_code == ExitCode.USAGE:
+        raise UsageError(result.error)  # an unknown fault or a rejected --set: one usage error, not one per value
+    if result.error:
+        return SweepRow(value, None, "failed", result.seconds, result.error)
+    found = [f for f in result.findings if f.check == "fd-mismatch"]
+    skipped = result.fd.skipped if result.fd else None
+    error = result.fd.max_direction_error if result.fd else None
+    verdict = found[0].severity.label if found else ("skipped" if skipped else "ok")
+    return SweepRow(value, error, verdict, result.seconds, skipped or "")
 
 
 def plot(path: str, spec: str, key: str, series: dict[str, list[SweepRow]]) -> None:

@@ -64,7 +64,8 @@ def _scenario(console, result) -> None:
         console.print(f"[bold red]error:[/] {result.error}")
         if result.traceback:
             console.print(result.traceback, markup=False)
-        return
+        if not result.passes:
+            return  # else the passes that finished before it, checked, as for any scenario
     console.print(f"{result.passes} passes on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")

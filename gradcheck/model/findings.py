@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -58,11 +59,14 @@ class Finding:
 
 
 def _plain(value):
-    """Evidence as JSON-ready builtins (mapping proxies, tuples, numpy scalars)."""
+    """Evidence as JSON-ready builtins (mapping proxies, tuples, numpy scalars); JSON has no NaN or Infinity,
+    so a non-finite number becomes null (the message says what it was)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
