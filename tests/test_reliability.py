@@ -317,3 +317,26 @@ def test_a_timeout_ends_the_children_a_scenario_started(tmp_path):
     assert proc.returncode == ExitCode.SCENARIO_ERROR and "timed out after 15 s" in err
     assert not _alive(child)
     assert json.loads(out)["scenarios"][0]["status"] == "error"
+
+
+def test_ctrl_c_during_the_api_reaches_the_caller(tmp_path, monkeypatch):
+    """gradcheck.check() in a test suite: the user's Ctrl-C is a KeyboardInterrupt for the caller, not a scenario
+    error in the returned report (a scenario raising KeyboardInterrupt itself is, see above)."""
+    import threading
+
+    import gradcheck
+
+    marker = tmp_path / "pid"
+    monkeypatch.setenv("GRADCHECK_TEST_CHILD_PID", str(marker))
+
+    def interrupt_when_sleeping():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (marker.exists() and marker.read_text().strip()):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    before = signal.getsignal(signal.SIGINT)
+    threading.Thread(target=interrupt_when_sleeping, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        gradcheck.check(ENDS, device="cpu", passes=2, settings={"action": "sleep"})
+    assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back

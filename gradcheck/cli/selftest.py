@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck.cli.output import console, fail, stdout_to_stderr
+from gradcheck.cli.output import console, error_line, fail, stdout_to_stderr
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
@@ -18,6 +18,7 @@ def selftest(
     from rich.table import Table
 
     from gradcheck.cli.progress import progress_bars
+    from gradcheck.engine.interrupts import Interrupted
     from gradcheck.engine.selftest import run_selftest
 
     try:
@@ -25,6 +26,9 @@ def selftest(
             outcomes = run_selftest(device, passes, bars and bars.scenarios)
     except UsageError as exc:
         raise fail(exc) from None
+    except Interrupted as exc:  # the cases that ran are not a verdict on the matrix: say so, exit 130/143
+        error_line(f"interrupted by {exc.what}; the selftest did not finish")
+        raise typer.Exit(int(exc.exit_code)) from None
     table = Table(box=None, header_style="bold", pad_edge=False, title="gradcheck selftest")
     table.add_column("variant", overflow="fold")
     table.add_column("must fire", overflow="fold")

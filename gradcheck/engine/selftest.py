@@ -102,7 +102,10 @@ class Outcome:
 
 
 def run_selftest(device: str | None, passes: int = 3, progress=None) -> list[Outcome]:
+    """Every case in order. Ctrl-C raises Interrupted to the caller: the cases that ran are no verdict on the
+    matrix, and a KeyboardInterrupt must not become one case's "error"."""
     from gradcheck.engine.environment import check_device, default_device
+    from gradcheck.engine.interrupts import watch
     from gradcheck.engine.scenario_run import run_one
     from gradcheck.model.known_bugs import version_tuple
     from gradcheck.model.options import RunOptions
@@ -113,17 +116,18 @@ def run_selftest(device: str | None, passes: int = 3, progress=None) -> list[Out
     matrix = cases(version)
     newton = _newton_missing()
     outcomes = []
-    for case in matrix:
-        if case.scenario in NEWTON and newton:
-            outcomes.append(Outcome(case, frozenset(), None, skipped=newton))
-        elif case.min_warp and version_tuple(version) < version_tuple(case.min_warp):
-            outcomes.append(Outcome(case, frozenset(), None, skipped=f"needs Warp >= {case.min_warp}"))
-        else:
-            options = RunOptions(device=device, passes=passes, fault=case.fault, settings=case.settings)
-            result = run_one(case.scenario, options, device)
-            outcomes.append(Outcome(case, frozenset(f.check for f in result.findings), result.error))
-        if progress is not None:
-            progress(case.label, len(outcomes), len(matrix))
+    with watch():
+        for case in matrix:
+            if case.scenario in NEWTON and newton:
+                outcomes.append(Outcome(case, frozenset(), None, skipped=newton))
+            elif case.min_warp and version_tuple(version) < version_tuple(case.min_warp):
+                outcomes.append(Outcome(case, frozenset(), None, skipped=f"needs Warp >= {case.min_warp}"))
+            else:
+                options = RunOptions(device=device, passes=passes, fault=case.fault, settings=case.settings)
+                result = run_one(case.scenario, options, device)
+                outcomes.append(Outcome(case, frozenset(f.check for f in result.findings), result.error))
+            if progress is not None:
+                progress(case.label, len(outcomes), len(matrix))
     return outcomes
 
 
