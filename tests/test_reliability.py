@@ -223,6 +223,11 @@ def test_output_errors_are_one_line_and_never_overwrite_an_input(tmp_path):
     junit = cli("ci", "--device", "cpu", "--junit", str(tmp_path / "nope" / "r.xml"), cwd=tmp_path)
     assert_clean_failure(junit, ExitCode.USAGE)
     assert "--junit" in junit.stderr and "--output" not in junit.stderr
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.gradcheck]\nscenarios = ["spring-chain"]\n')
+    onto_config = cli("ci", "--device", "cpu", "--junit", str(config), cwd=tmp_path)
+    assert_clean_failure(onto_config, ExitCode.USAGE)
+    assert "is one of this run's inputs" in onto_config.stderr and config.read_text().startswith("[tool.gradcheck]")
 
 
 def test_reports_are_written_atomically(tmp_path, monkeypatch):

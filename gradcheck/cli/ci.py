@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, error_line, fail, stdout_to_stderr, write_atomically
+from gradcheck.cli.output import check_writable, error_line, fail, input_files, stdout_to_stderr, write_atomically
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
@@ -50,8 +50,9 @@ def ci(
         if baseline is not None and not update_baseline and not baseline.is_file():
             raise UsageError(f"--baseline {str(baseline)!r} does not exist; create it with --update-baseline")
         accepted = Baseline.load(baseline) if baseline is not None and not update_baseline else None
-        check_writable(junit, "--junit")
-        check_writable(baseline if update_baseline else None, "--baseline")
+        inputs = input_files([e.spec for e in config.entries]) + [Path(config.source)]
+        check_writable(junit, "--junit", inputs + ([baseline] if baseline is not None else []))
+        check_writable(baseline if update_baseline else None, "--baseline", inputs)
     except UsageError as exc:
         if fmt == OutputFormat.json:  # stdout is still one JSON object
             typer.echo(_json(_usage_payload(str(exc))), nl=False)
