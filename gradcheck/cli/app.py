@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck.cli import blame, ci, explain, list_scenarios, new, run, selftest, sweep
+from gradcheck.cli import blame, ci, exec_program, explain, list_scenarios, new, run, selftest, sweep
 from gradcheck.version import __version__
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app = typer.Typer(
 COMMANDS = (
     ("run", run.run),
     ("blame", blame.blame),
+    ("exec", exec_program.exec_program),
     ("sweep", sweep.sweep),
     ("explain", explain.explain),
     ("ci", ci.ci),
@@ -29,8 +30,9 @@ COMMANDS = (
     ("new", new.new),
     ("list", list_scenarios.list_scenarios),
 )
+CONTEXT = {"exec": exec_program.SETTINGS}  # everything after the program is the program's
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    app.command(_name, context_settings=CONTEXT.get(_name))(_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,46 @@
+"""E1: `gradcheck exec` overhead on an unmodified Newton example, as a user sees it (whole process, wall time).
+
+    python bench/exec_overhead.py [--rounds 5]
+
+Alternates `python -m newton.examples diffsim_ball --viewer null --num-frames 3 --device cpu` and the same
+under `gradcheck exec`, in fresh processes with a warm kernel cache (one unmeasured run of each first), and
+prints the median of each and of the per-round ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+PROGRAM = ["-m", "newton.examples", "diffsim_ball", "--viewer", "null", "--num-frames", "3", "--device", "cpu"]
+
+
+def wall(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    rounds = parser.parse_args().rounds
+    plain = [sys.executable, *PROGRAM]
+    audited = [str(BIN / "gradcheck"), "exec", *PROGRAM]
+    wall(plain), wall(audited)  # warm the kernel cache
+    times = [(wall(plain), wall(audited)) for _ in range(rounds)]
+    ratios = [a / p for p, a in times]
+    print(
+        f"E1 diffsim_ball: python {statistics.median(p for p, _ in times):.2f} s, gradcheck exec "
+        f"{statistics.median(a for _, a in times):.2f} s, ratio {statistics.median(ratios):.3f}× "
+        f"(rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+    )
+
+
+if __name__ == "__main__":
+    main()

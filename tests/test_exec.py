@@ -1,0 +1,102 @@
+"""`gradcheck exec`: an unmodified program audited like under a sanitizer.
+
+The seed mistakes are plain scripts (tests/programs/exec/training_loop.py --mistake NAME): each must give its
+finding at the right iteration, and the correct loop (and deliberate accumulation) none. In this process
+through engine.program_audit (what the command runs), once through the real CLI, and Newton's own
+diffsim_ball example, unmodified, must audit clean.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TESTS, cli
+
+from gradcheck.model.exit_codes import ExitCode
+
+LOOP = str(TESTS / "programs" / "exec" / "training_loop.py")
+
+
+def audit(*args: str):
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(LOOP, list(args))
+    assert run.status in (None, 0), run.error
+    return result
+
+
+def found(result) -> list[tuple[str, str, int]]:
+    return [(f.check, f.subject, f.evidence["iteration"]) for f in result.findings if f.severity.label != "info"]
+
+
+@pytest.mark.parametrize("mistake", ["none", "accumulate"])
+def test_a_correct_loop_gets_a_clean_audit(mistake):
+    """Deliberate accumulation (two backwards at the same params, then one step) is not a mistake."""
+    result = audit("--mistake", mistake)
+    assert found(result) == []
+    assert result.passes == (10 if mistake == "accumulate" else 5)
+    assert [p.subject for p in result.params] == ["x.grad", "b.grad"] and len(result.params[0].norms) == result.passes
+
+
+@pytest.mark.parametrize(
+    ("mistake", "expected"),
+    [
+        # a new tape each iteration, zeroed before it recorded anything: both leaves accumulate from iteration 2
+        ("new-tape-zero", [("accumulation", "x.grad", 2), ("accumulation", "b.grad", 2)]),
+        # only the optimised param zeroed by hand: the other leaf's gradient keeps growing
+        ("params-only-zeroed", [("accumulation", "b.grad", 2)]),
+        ("target-changed", [("changed-before-backward", "target", 3)]),
+        ("nan-at", [("nonfinite", "x.grad", 3), ("nonfinite", "b.grad", 3)]),
+        ("optimizer-in-place", [("mutated-gradient", "x.grad", 1)]),
+    ],
+)
+def test_each_seed_mistake_is_found_at_its_iteration(mistake, expected):
+    result = audit("--mistake", mistake)
+    assert found(result) == expected
+    first = result.findings[0]
+    assert first.evidence["site"].endswith("training_loop.py:79")  # the tape.backward call
+    if mistake == "optimizer-in-place":
+        assert "sgd_in_place (" in first.message and first.severity.label == "warning"
+    if mistake == "nan-at":
+        assert "the loss was finite" in first.message
+
+
+def test_the_cli_runs_the_program_with_its_arguments_and_reports_after_it():
+    proc = cli("exec", "--format", "json", LOOP, "--mistake", "new-tape-zero", "--iterations", "4")
+    assert proc.returncode == ExitCode.FINDINGS, proc.stderr[-2000:]
+    program_output, _, report = proc.stdout.partition("{\n")
+    assert program_output.startswith("loss") or "loss" in program_output  # the program's own print, untouched
+    data = json.loads("{\n" + report)
+    (scenario,) = data["scenarios"]
+    assert scenario["name"] == LOOP and scenario["passes"] == 4
+    assert {f["check"] for f in scenario["findings"]} == {"accumulation"}
+
+
+def test_a_failing_program_is_exit_3_with_its_status_and_the_audit_kept(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text(
+        f"import runpy, sys\nsys.argv = [{LOOP!r}, '--iterations', '2']\n"
+        f"runpy.run_path({LOOP!r}, run_name='__main__')\nraise SystemExit('gave up after two steps')\n"
+    )
+    proc = cli("exec", "--format", "json", str(script))
+    assert proc.returncode == ExitCode.SCENARIO_ERROR
+    data = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    assert data["scenarios"][0]["passes"] == 2 and "gave up after two steps" in data["scenarios"][0]["error"]
+    missing = cli("exec", str(tmp_path / "nope.py"))
+    assert missing.returncode == ExitCode.USAGE and "no such script" in missing.stderr
+
+
+def test_newton_diffsim_ball_runs_unmodified_and_audits_clean():
+    from gradcheck.scenarios._featherstone import newton_missing
+
+    if newton_missing():
+        pytest.skip(newton_missing())
+    args = ["-m", "newton.examples", "diffsim_ball", "--viewer", "null", "--num-frames", "3", "--device", "cpu"]
+    proc = cli("exec", "--format", "json", *args)
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    data = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    (scenario,) = data["scenarios"]
+    assert scenario["name"] == "newton.examples diffsim_ball" and scenario["passes"] >= 2
+    assert [f for f in scenario["findings"] if f["severity"] != "info"] == []
+    assert any(p["subject"].endswith("states[0].particle_q.grad") for p in scenario["params"])
