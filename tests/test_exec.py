@@ -16,6 +16,7 @@ from conftest import TESTS, cli
 from gradcheck.model.exit_codes import ExitCode
 
 LOOP = str(TESTS / "programs" / "exec" / "training_loop.py")
+BACKWARD_LINE = next(i for i, line in enumerate(open(LOOP), 1) if "tape.backward(loss)" in line)
 
 
 def audit(*args: str):
@@ -49,17 +50,38 @@ def test_a_correct_loop_gets_a_clean_audit(mistake):
         ("target-changed", [("changed-before-backward", "target", 3)]),
         ("nan-at", [("nonfinite", "x.grad", 3), ("nonfinite", "b.grad", 3)]),
         ("optimizer-in-place", [("mutated-gradient", "x.grad", 1)]),
+        # the struct keeps the gradient pointer it was built with: backward writes into a hidden buffer
+        ("struct-requires-grad-off", [("stale-adjoint", "shift.b.grad", 1)]),
     ],
 )
 def test_each_seed_mistake_is_found_at_its_iteration(mistake, expected):
     result = audit("--mistake", mistake)
     assert found(result) == expected
     first = result.findings[0]
-    assert first.evidence["site"].endswith("training_loop.py:79")  # the tape.backward call
+    assert first.evidence["site"].endswith(f"training_loop.py:{BACKWARD_LINE}")  # the tape.backward call
     if mistake == "optimizer-in-place":
         assert "sgd_in_place (" in first.message and first.severity.label == "warning"
     if mistake == "nan-at":
         assert "the loss was finite" in first.message
+
+
+@pytest.mark.parametrize("keep_going", [False, True])
+def test_a_dangling_pointer_stops_the_program_before_backward_writes_through_it(keep_going):
+    """Array-of-structs records pointing at freed gradient memory: like a sanitizer, the program is stopped before
+    the first backward (or, with --keep-going, every such backward is skipped and the program goes on)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(LOOP, ["--mistake", "aos-freed"], keep_going=keep_going)
+    dangling = [f for f in result.findings if f.check == "dangling-adjoint"]
+    assert [f.subject for f in dangling] == [f"parts[{i}].b.grad" for i in range(4)]
+    assert all(f.evidence["iteration"] == 1 for f in dangling)
+    assert result.error is None and found(result) == [(f.check, f.subject, 1) for f in dangling]
+    if keep_going:
+        assert run.status in (None, 0) and result.passes == 5 and "were not launched" in result.notes[0]
+    else:
+        assert (
+            run.stopped and result.passes == 1 and "gradcheck stopped the program before backward #1" in result.notes[0]
+        )
 
 
 def test_the_cli_runs_the_program_with_its_arguments_and_reports_after_it():

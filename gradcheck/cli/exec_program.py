@@ -25,6 +25,9 @@ def exec_program(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
     output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    keep_going: bool = typer.Option(
+        False, "--keep-going", help="skip a backward that would write through a dangling pointer, instead of stopping"
+    ),
     debug: bool = typer.Option(False, "--debug", help="show the program's traceback when it fails"),
 ) -> None:
     """Run an unmodified Warp program and audit every tape.backward and tape.zero it makes."""
@@ -45,7 +48,7 @@ def exec_program(
         emit(usage_report(str(exc), fail_on), fmt, None)
         error_line(str(exc))
         raise typer.Exit(2) from None
-    result, run = audit_program(target, program, module=module is not None)
+    result, run = audit_program(target, program, module=module is not None, keep_going=keep_going)
     if not debug:
         from dataclasses import replace
 

@@ -33,6 +33,7 @@ class ProgramRun:
     traceback: str | None
     seconds: float
     interrupted: object = None  # an Interrupted when Ctrl-C or SIGTERM stopped it
+    stopped: bool = False  # gradcheck stopped it before a backward through a dangling pointer
 
 
 def run_program(target: str, args: list[str], module: bool = False) -> ProgramRun:
@@ -41,7 +42,10 @@ def run_program(target: str, args: list[str], module: bool = False) -> ProgramRu
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     started = time.perf_counter()
+    from gradcheck.probes.tape_audit import DanglingAdjointStop
+
     status = error = trace = interrupted = None
+    stopped = False
     try:
         with watch():
             if module:
@@ -53,6 +57,8 @@ def run_program(target: str, args: list[str], module: bool = False) -> ProgramRu
                 runpy.run_path(target, run_name="__main__")
     except Interrupted as exc:
         interrupted = exc
+    except DanglingAdjointStop as exc:
+        status, error, stopped = 1, str(exc), True
     except SystemExit as exc:
         status = exc.code
         if status not in (None, 0):
@@ -63,10 +69,12 @@ def run_program(target: str, args: list[str], module: bool = False) -> ProgramRu
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     finally:
         sys.argv[:], sys.path[:] = saved_argv, saved_path
-    return ProgramRun(target, module, status, error, trace, time.perf_counter() - started, interrupted)
+    return ProgramRun(target, module, status, error, trace, time.perf_counter() - started, interrupted, stopped)
 
 
-def audit_program(target: str, args: list[str], module: bool = False) -> tuple[ScenarioResult, ProgramRun]:
+def audit_program(
+    target: str, args: list[str], module: bool = False, keep_going: bool = False
+) -> tuple[ScenarioResult, ProgramRun]:
     from gradcheck.probes.tape_audit import TapeAudit
 
     def roots() -> dict:
@@ -90,9 +98,15 @@ def audit_program(target: str, args: list[str], module: bool = False) -> tuple[S
         # the program's own objects before the libraries' (a viewer holding the model): names start there
         return dict(sorted(found.items(), key=lambda kv: not type(kv[1]).__module__.startswith(own)))
 
-    audit = TapeAudit(roots=roots)
-    with audit.installed():
-        run = run_program(target, args, module)
+    from gradcheck.probes.allocations import AllocationLedger
+
+    ledger = AllocationLedger().install()
+    audit = TapeAudit(roots=roots, ledger=ledger, keep_going=keep_going)
+    try:
+        with audit.installed():
+            run = run_program(target, args, module)
+    finally:
+        ledger.uninstall()
     name = target if module or not args or args[0].startswith("-") else target
     if module and args and not args[0].startswith("-"):
         name = f"{target} {args[0]}"  # `-m newton.examples diffsim_ball`: the example, not the runner
@@ -102,11 +116,15 @@ def audit_program(target: str, args: list[str], module: bool = False) -> tuple[S
 def program_result(audit, run: ProgramRun) -> ScenarioResult:
     findings = tuple(_findings(audit))
     error = code = None
-    if run.interrupted is None and run.status not in (None, 0):
+    notes = []
+    if run.stopped:
+        notes.append(run.error)
+    elif run.interrupted is None and run.status not in (None, 0):
         status = f"exited with status {run.status}" if isinstance(run.status, int) else "exited"
         error = f"{run.target}: the program {status}" + (f": {run.error}" if run.error else "")
         code = ExitCode.SCENARIO_ERROR
-    notes = []
+    if any(b.skipped for b in audit.backwards) and not run.stopped:
+        notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
     if audit.graph_replays:
         unaudited = audit.graph_replays - audit.audited_replays
         notes.append(
@@ -177,6 +195,8 @@ def _findings(audit):
             note("changed-before-backward", changed.subject, event.iteration, event.site, changed)
         for rewrite in event.rewrites:
             note("mutated-gradient", rewrite.subject, event.iteration - 1, event.site, rewrite)
+        for pointer in event.pointers:
+            note(pointer.check, pointer.subject, event.iteration, event.site, (pointer, event.skipped))
         for sample in event.grads:
             if sample.nan or sample.inf:
                 note("nonfinite", sample.subject, event.iteration, event.site, (sample, event.loss))
@@ -245,6 +265,21 @@ def _finding(check: str, subject: str, hits: list, backwards: int) -> Finding:
             f"tape.zero(){' at ' + site if site else ''}, following backward #{iteration}: the next backward adds to it"
         )
         hint = f"zero {subject} yourself after tape.zero() (a struct field or an array the tape does not track)"
+        severity = Severity.ERROR
+    elif check in ("stale-adjoint", "dangling-adjoint"):
+        pointer, skipped = detail
+        if check == "dangling-adjoint":
+            what = "backward was not launched (--keep-going)" if skipped else "gradcheck stopped the program there"
+            message = (
+                f"{subject} in a struct the tape uses points at freed memory before backward #{iteration}{where}: "
+                f"backward would write the gradient there ({pointer.detail}); {what}"
+            )
+        else:
+            message = (
+                f"{subject} in a struct the tape uses is not the live array's gradient before backward "
+                f"#{iteration}{where}: backward writes the gradient into another buffer ({pointer.detail})"
+            )
+        hint = "assign the array to the struct field again after changing its requires_grad or .grad"
         severity = Severity.ERROR
     else:  # missing-gradient
         message = (

@@ -59,6 +59,15 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class Pointer:
+    """A struct mirror or array-of-structs record the tape uses whose gradient pointer misses the live array."""
+
+    check: str  # "stale-adjoint" | "dangling-adjoint"
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class BackwardEvent:
     iteration: int  # 1-based count of tape.backward calls
     site: str | None  # file:line of the call
@@ -67,6 +76,13 @@ class BackwardEvent:
     residue: tuple[Residue, ...] = ()
     changed: tuple[ChangedInput, ...] = ()
     rewrites: tuple[Rewrite, ...] = ()  # seen when this backward started, about the previous one
+    pointers: tuple[Pointer, ...] = ()
+    skipped: bool = False  # a dangling pointer: backward was not launched (--keep-going)
+
+
+class DanglingAdjointStop(Exception):
+    """Raised into the program instead of a backward that would write through freed memory (like a sanitizer
+    stopping at the first invalid write); ``gradcheck exec --keep-going`` skips that backward instead."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,8 @@ class TapeAudit:
     """Install with ``with audit.installed():``; read ``backwards``, ``zeros``, ``graph_replays`` afterwards."""
 
     roots: object = None  # callable → {name: object} where the program keeps its state, for names
+    ledger: object = None  # an installed AllocationLedger: tells freed memory from live (dangling pointers)
+    keep_going: bool = False  # a dangling pointer skips that backward instead of stopping the program
     backwards: list = field(default_factory=list)
     zeros: list = field(default_factory=list)
     graph_replays: int = 0
@@ -117,6 +135,16 @@ class TapeAudit:
             grads = args[1] if len(args) > 1 else kwargs.get("grads")
             audit._last = (tape, loss, grads)  # what a CUDA graph captured around it replays
             before = audit._before(tape, loss, grads)
+            dangling = [p for p in before[6] if p.check == "dangling-adjoint"]
+            if dangling:
+                audit._after(tape, loss, before, skipped=True)
+                if audit.keep_going:
+                    return None
+                raise DanglingAdjointStop(
+                    f"gradcheck stopped the program before backward #{before[0]} ({before[1]}): "
+                    f"{dangling[0].subject} points at freed memory, backward would write there "
+                    "(gradcheck exec --keep-going skips such backwards instead)"
+                )
             audit._in_backward = True
             try:
                 return originals["backward"](tape, *args, **kwargs)
@@ -191,24 +219,53 @@ class TapeAudit:
         if watch is not None and not watch.checked:
             watch.check()
             changed = watch.results(lambda a: self._name(a))
-        return iteration, site, params, tuple(residue), changed, tuple(rewrites)
+        return iteration, site, params, tuple(residue), changed, tuple(rewrites), self._pointers(tape)
 
-    def _after(self, tape, loss, before) -> None:
+    def _pointers(self, tape) -> tuple[Pointer, ...]:
+        """The struct audit of the scenario runner, on the structs and arrays of structs this tape's launches got."""
+        from gradcheck.probes.struct_audit import StructAuditor
+        from gradcheck.probes.warp_compat import (
+            array_class,
+            is_struct_instance,
+            struct_type_class,
+            unique_launch_arguments,
+        )
+
+        array_type, struct_class = array_class(), struct_type_class()
+        roots = [
+            v
+            for v in unique_launch_arguments(tape).values()
+            if (v.dtype.__class__ is struct_class if v.__class__ is array_type else is_struct_instance(v))
+        ]
+        if not roots:
+            return ()
+        self._name(roots[0])  # walk the program once, so the struct paths have names
+        names = self._names
+        labelled = [(_struct_path(names, v) or f"struct#{id(v) & 0xFFFFFF:06x}", v, True) for v in roots]
+        try:
+            found = StructAuditor(names, self.ledger).audit(labelled)
+        except Exception:  # noqa: BLE001 - an audit that cannot read a struct must not break the program
+            return ()
+        return tuple(Pointer(o.check, o.subject, o.detail or o.kind) for o in found if o.in_tape)
+
+    def _after(self, tape, loss, before, skipped: bool = False) -> None:
         import warp as wp
 
         from gradcheck.probes.replay_probe import fingerprint
 
-        iteration, site, params, residue, changed, rewrites = before
+        iteration, site, params, residue, changed, rewrites, pointers = before
         with contextlib.suppress(Exception):
             wp.synchronize()
         samples = []
         self._produced, self._writers = {}, {}
-        for param in params:
+        for param in params if not skipped else ():  # a backward not launched produced no gradient to read
             sample = self._sample(param.grad, param)
             samples.append(sample)
             self._produced[id(param.grad)] = (param.grad, fingerprint(param.grad), sample.subject)
         self._last_params = {id(p): fingerprint(p) for p in params}
-        event = BackwardEvent(iteration, site, _scalar(loss), tuple(samples), residue, changed, rewrites)
+        event = BackwardEvent(
+            iteration, site, _scalar(loss), tuple(samples), residue, changed, rewrites, pointers, skipped
+        )
         self.backwards.append(event)
 
     def _reached(self, tape) -> list:
@@ -250,18 +307,16 @@ class TapeAudit:
     def _arrays_and_params(self, tape, loss, grads):
         """Every array the tape's launches were given (struct fields included), and the leaves among them."""
         from gradcheck.probes.replay_probe import arrays_of
-        from gradcheck.probes.warp_compat import LAUNCH_INPUTS, LAUNCH_OUTPUTS, array_class, tape_launches
+        from gradcheck.probes.warp_compat import array_class, launch_inputs_outputs, tape_launches
 
         array_type = array_class()
         arrays, written, read = {}, set(), {}
-        for entry in tape_launches(tape):
-            if entry.__class__ is not list:
-                continue
-            for value in entry[LAUNCH_INPUTS]:
+        for inputs, outputs in launch_inputs_outputs(tape_launches(tape)):
+            for value in inputs:
                 for array in arrays_of(value, array_type):
                     arrays.setdefault(id(array), array)
                     read.setdefault(id(array), array)
-            for value in entry[LAUNCH_OUTPUTS]:
+            for value in outputs:
                 for array in arrays_of(value, array_type):
                     arrays.setdefault(id(array), array)
                     written.add(id(array))
@@ -314,6 +369,15 @@ class TapeAudit:
         if found is not None:
             return found
         return f"array#{id(array) & 0xFFFFFF:06x}"
+
+
+def _struct_path(names, value) -> str | None:
+    if hasattr(value, "ptr"):  # an array of structs
+        return names.name(value)
+    for path, instance in names.structs.values():
+        if instance is value:
+            return path
+    return None
 
 
 class _Program:

@@ -304,6 +304,13 @@ def launch_reads(launches):
             yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
 
 
+def launch_inputs_outputs(launches):
+    """(inputs, outputs) of each kernel entry on a tape, as the launch listed them; record_func entries skipped."""
+    for entry in launches:
+        if entry.__class__ is list:
+            yield entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
+
+
 def recorded_functions(launches):
     """(index, backward, copy) for each ``record_func`` entry on a tape; ``copy`` is (dest, src) when the entry is
     the adjoint ``wp.copy`` records for a whole-array copy (also behind ``wp.clone`` and ``array.assign``), else

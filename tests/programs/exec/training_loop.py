@@ -11,6 +11,11 @@ t; one SGD step on x per iteration. Mistakes:
 - ``target-changed``: the target is moved between the forward and backward (a data loader refilling its buffer);
 - ``nan-at``: from iteration K the smoothing s is 0 and the target meets y: sqrt'(0) is infinite, NaN gradient;
 - ``optimizer-in-place``: the SGD step scales the gradient buffer in place before the loop logs its norm;
+- ``struct-requires-grad-off``: b is passed in a ``wp.struct`` and ``b.requires_grad = False`` is set after the
+  struct was assembled: the struct keeps the old gradient pointer, backward writes into a hidden buffer;
+- ``aos-freed``: the offsets live in an array of structs, each record holding a one-value array; the records'
+  Python objects are dropped and the arrays' gradients released (requires_grad = False): the records still point
+  at the freed gradient memory, and backward would write there (gradcheck stops the program first);
 - ``accumulate``: deliberate accumulation, two backwards at the same params before one step (not a mistake).
 """
 
@@ -24,6 +29,23 @@ import warp as wp
 def double(x: wp.array(dtype=float), b: wp.array(dtype=float), y: wp.array(dtype=float)):
     i = wp.tid()
     y[i] = 2.0 * x[i] + b[i]
+
+
+@wp.struct
+class Shift:
+    b: wp.array(dtype=float)
+
+
+@wp.kernel
+def double_shifted(x: wp.array(dtype=float), shift: Shift, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i] + shift.b[i]
+
+
+@wp.kernel
+def double_parts(x: wp.array(dtype=float), parts: wp.array(dtype=Shift), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = 2.0 * x[i] + parts[i].b[0]
 
 
 @wp.kernel
@@ -57,6 +79,24 @@ b = wp.array([0.1, 0.0, -0.1, 0.2], dtype=float, requires_grad=True)
 y = wp.zeros(4, dtype=float, requires_grad=True)
 target = wp.array([0.5, -0.5, 1.5, 0.0], dtype=float)
 loss = wp.zeros(1, dtype=float, requires_grad=True)
+shift = Shift()
+shift.b = b
+if options.mistake == "struct-requires-grad-off":
+    b.requires_grad = False  # after the struct took b: its mirror keeps pointing at the old gradient
+if options.mistake == "aos-freed":
+    import gc
+
+    offsets = [wp.array([v], dtype=float, requires_grad=True) for v in b.numpy()]
+    records = []
+    for offset in offsets:
+        record = Shift()
+        record.b = offset
+        records.append(record)
+    parts = wp.array(records, dtype=Shift)
+    records = []  # the records keep raw pointers only
+    for offset in offsets:
+        offset.requires_grad = False  # frees the gradient buffers the records still point at
+    gc.collect()
 norms = []
 tape = wp.Tape()
 for iteration in range(1, options.iterations + 1):
@@ -72,7 +112,12 @@ for iteration in range(1, options.iterations + 1):
     for _ in range(backwards):
         loss.zero_()
         with tape:
-            wp.launch(double, dim=4, inputs=[x, b], outputs=[y])
+            if options.mistake == "aos-freed":
+                wp.launch(double_parts, dim=4, inputs=[x, parts], outputs=[y])
+            elif options.mistake == "struct-requires-grad-off":
+                wp.launch(double_shifted, dim=4, inputs=[x, shift], outputs=[y])
+            else:
+                wp.launch(double, dim=4, inputs=[x, b], outputs=[y])
             wp.launch(distance, dim=4, inputs=[y, target, smoothing], outputs=[loss])
         if options.mistake == "target-changed" and iteration == options.at:
             target.assign(target.numpy() + 1.0)
