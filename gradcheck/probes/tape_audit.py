@@ -111,6 +111,8 @@ class TapeAudit:
     _names: object = None
     _walked: int = -1
     _last: tuple | None = None  # (tape, loss, grads) of the latest backward
+    _starts: dict = field(default_factory=dict)  # id(grad) → fingerprint when the running backward started
+    _left_by_backward: dict = field(default_factory=dict)  # id(grad) → fingerprint a backward left it with
     _in_backward: bool = False
 
     @contextlib.contextmanager
@@ -205,13 +207,20 @@ class TapeAudit:
             self._last_params.get(id(p)) not in (None, fingerprint(p)) for p in params
         )
         first_sight = any(id(p) not in self._last_params for p in params)
-        residue = []
+        residue, starts = [], {}
         for array in arrays:
             if id(array) in seeds or array.grad is None:
+                continue
+            now = fingerprint(array.grad)
+            starts[id(array.grad)] = now
+            if self._left_by_backward.get(id(array.grad)) != now:
+                # nonzero or not, this is not what a backward left there: memory nobody zeroed before the first
+                # backward (Warp allocates some gradients uninitialised), a seed the program filled itself
                 continue
             sample = self._sample(array.grad, array)
             if sample.nonzero:
                 residue.append(Residue(sample.subject, sample.norm, sample.nonzero, moved and not first_sight))
+        self._starts = starts
         rewrites = list(self._pending) + self._rewrites()
         self._pending = ()
         watch = getattr(tape, "_gradcheck_watch", None)
@@ -263,6 +272,13 @@ class TapeAudit:
             samples.append(sample)
             self._produced[id(param.grad)] = (param.grad, fingerprint(param.grad), sample.subject)
         self._last_params = {id(p): fingerprint(p) for p in params}
+        if not skipped:  # what this backward wrote: residue only counts when a backward left it
+            for array in self._arrays_and_params(tape, loss, None)[0]:
+                grad = array.grad
+                if grad is not None and id(grad) in self._starts:
+                    after = fingerprint(grad)
+                    if after != self._starts[id(grad)]:
+                        self._left_by_backward[id(grad)] = after
         event = BackwardEvent(
             iteration, site, _scalar(loss), tuple(samples), residue, changed, rewrites, pointers, skipped
         )
