@@ -139,3 +139,39 @@ def test_newtons_other_diffsim_examples_audit_clean(example):
     (scenario,) = json.loads(proc.stdout[proc.stdout.index("{\n") :])["scenarios"]
     assert scenario["passes"] >= 2 and not scenario.get("error")
     assert [f for f in scenario["findings"] if f["severity"] != "info"] == []
+
+
+@pytest.mark.skipif(__import__("sys").platform != "linux", reason="signals")
+def test_ctrl_c_in_the_program_still_reports_what_ran(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    marker = tmp_path / "sleeping"
+    script = tmp_path / "trains_then_hangs.py"
+    script.write_text(
+        f"import pathlib, runpy, sys, time\nsys.argv = [{LOOP!r}, '--iterations', '3']\n"
+        f"runpy.run_path({LOOP!r}, run_name='__main__')\npathlib.Path({str(marker)!r}).write_text('1')\n"
+        "time.sleep(3600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "exec", "--format", "json", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED and "Traceback" not in err, err[-2000:]
+    data = json.loads(out[out.index("{\n") :])
+    assert data["error"].startswith("interrupted by Ctrl-C") and data["scenarios"][0]["passes"] == 3
+    assert os.path.exists(marker)
