@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck.cli import blame, ci, exec_program, explain, list_scenarios, new, run, selftest, sweep
+from gradcheck.cli import blame, ci, doctor, exec_program, explain, list_scenarios, new, run, selftest, sweep
 from gradcheck.version import __version__
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ COMMANDS = (
     ("ci", ci.ci),
     ("selftest", selftest.selftest),
     ("new", new.new),
+    ("doctor", doctor.doctor),
     ("list", list_scenarios.list_scenarios),
 )
 CONTEXT = {"exec": exec_program.SETTINGS}  # everything after the program is the program's

@@ -444,3 +444,24 @@ def wrap_allocator(allocator, wrap, marker: object):
         allocator.__dict__.update(saved)
 
     return restore
+
+
+# -- the CUDA side of this installation -----------------------------------------------------------------
+
+
+def cuda_runtime_info() -> dict:
+    """What Warp's runtime knows about CUDA here, whether or not a GPU is present: the toolkit Warp was built
+    with, the driver (None without one), and the architectures NVRTC can compile for (it runs driverless)."""
+    import warp as wp
+
+    wp.init()
+    try:
+        from warp._src.context import runtime
+    except ImportError:  # Warp < 1.10
+        from warp.context import runtime
+    archs = getattr(runtime, "nvrtc_supported_archs", None)
+    return {
+        "toolkit": ".".join(map(str, runtime.toolkit_version)) if getattr(runtime, "toolkit_version", None) else None,
+        "driver": ".".join(map(str, runtime.driver_version)) if getattr(runtime, "driver_version", None) else None,
+        "nvrtc_archs": sorted(int(a) for a in archs) if archs else [],
+    }
