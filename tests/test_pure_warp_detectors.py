@@ -379,3 +379,51 @@ def test_a_tape_recorded_copy_whose_adjoint_assigns_is_named_as_a_tape_entry():
         (checked,) = run(["spring-chain"], options).scenarios
         rows = {row.kernel: row.statuses for row in checked.blame.kernels}
         assert rows["wp.copy (recorded on the tape)"] == {"ok": 1}  # tested, and it adds
+
+
+def test_accumulation_on_cuda_tolerates_reordered_float_sums_but_not_a_second_backward():
+    """CUDA's float atomics add a gradient's contributions in a different order every run. Exercised on CPU: each
+    "pass" sums the same 64 contributions per element in float32 in a random order (what atomics do), or adds a
+    second backward's worth on top. With the CUDA tolerance the reordered passes equal pass 1 and accumulation is
+    silent; the doubled pass is caught as linear accumulation. Bitwise (CPU) tolerance would call the reordered
+    passes different: the tolerance is what makes the check usable on CUDA."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.checks import accumulation
+    from gradcheck.model.trace import ParamTrace, PassRecord, Trace
+    from gradcheck.probes.gradients import CUDA_RTOL, GradientReader
+
+    rng = np.random.default_rng(7)
+    contributions = rng.standard_normal((64, 4096)).astype(np.float32)
+
+    def reordered_sum(times: int = 1):
+        total = np.zeros(4096, np.float32)
+        for _ in range(times):
+            for row in rng.permutation(64):  # one atomic add after another, in the order threads happen to run
+                total += contributions[row]
+        return total
+
+    def trace_of(passes, tolerance):
+        reader = GradientReader(tolerance)
+        x = wp.zeros(4096, dtype=float, device="cpu", requires_grad=True)
+        records = []
+        for values in passes:
+            x.grad.assign(values)
+            stats = reader.measure({"x": x})
+            records.append(reader.record("x", stats["x"]))
+        param = ParamTrace("x", "x.grad", (4096,), "float32", tuple(records))
+        loops = tuple(PassRecord(i + 1, 1.0, 1, 0, ()) for i in range(len(passes)))
+        return Trace("reordered", None, "cuda:0", {}, (param,), loops, tolerance=tolerance), records
+
+    reordered = [reordered_sum() for _ in range(4)]
+    assert any(not np.array_equal(reordered[0], r) for r in reordered[1:])  # the orders really differ in float32
+    trace, records = trace_of(reordered, CUDA_RTOL)
+    assert all(r.equal_to_first for r in records) and accumulation.check(trace) == ()
+    _, bitwise = trace_of(reordered, 0.0)
+    assert not all(r.equal_to_first for r in bitwise[1:])  # bitwise equality would misjudge CUDA
+
+    accumulated = [reordered_sum(k) for k in (1, 2, 3)]  # no zero between backwards, in reordered sums too
+    trace, records = trace_of(accumulated, CUDA_RTOL)
+    (finding,) = accumulation.check(trace)
+    assert finding.subject == "x.grad" and [round(r.coef, 3) for r in records] == [1.0, 2.0, 3.0]

@@ -77,3 +77,67 @@ def test_plan_reuses_tables_but_sees_new_values():
     a.fill_(3.0)
     second = plan.table([a]).row(0)
     assert first.sumsq == 5.0 and second.sumsq == 18.0
+
+
+def test_large_cpu_buffers_take_exact_shortcuts():
+    """Bitwise equal to the reference, or all bits zero: the statistics without the kernel are the kernel's,
+    to the bit; anything else (one value changed, a NaN, a -0.0) goes to the kernel."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.stats import CPU_SHORTCUT_BYTES, StatsPlan
+
+    n = CPU_SHORTCUT_BYTES // 4
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(n).astype(np.float32)
+    reference = wp.array(values, dtype=float, device="cpu")
+    cases = {"equal": values.copy(), "zero": np.zeros(n, np.float32)}
+    cases["one-changed"] = values.copy()
+    cases["one-changed"][n // 2] += 1.0
+    cases["nan"] = values.copy()
+    cases["nan"][7] = np.nan
+    cases["negative-zero"] = np.zeros(n, np.float32)
+    cases["negative-zero"][5] = -0.0
+    fast, kernel = StatsPlan(), StatsPlan(shortcuts=False)
+    for name, data in cases.items():
+        buffer = wp.array(data, dtype=float, device="cpu")
+        for ref in (reference, None):
+            got = fast.table([buffer], [ref]).row(0)
+            want = kernel.table([buffer], [ref]).row(0)
+            assert repr(got) == repr(want), (name, ref is not None, got, want)  # repr: NaN equals NaN
+
+
+def test_cuda_row_layout_reads_interleaved_values_and_gives_the_same_statistics():
+    """CUDA's layout (row r reads r, r + R, ...: coalesced) run on CPU: counts, max and the position-weighted
+    checksum are exact; sums differ from the contiguous layout only by the order of float64 additions."""
+    import math
+
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.stats import CUDA_CHUNK, StatsPlan
+
+    rng = np.random.default_rng(11)
+    n = 3 * CUDA_CHUNK * CUDA_CHUNK // 64 + 17  # several rows, the last one shorter
+    values = rng.standard_normal(n).astype(np.float32)
+    values[[5, 999]] = [np.nan, np.inf]
+    values[100:200] = 0.0
+    buffer = wp.array(values, dtype=float, device="cpu")
+    reference = wp.array(values * 0.5, dtype=float, device="cpu")
+    small = wp.array(values[:10], dtype=float, device="cpu")  # batched with it, one row
+    contiguous = StatsPlan(shortcuts=False, interleave=False).table([buffer, small], [reference, None]).rows()
+    interleaved = StatsPlan(shortcuts=False, interleave=True).table([buffer, small], [reference, None]).rows()
+    for a, b in zip(contiguous, interleaved):
+        assert (a.size, a.max_abs, a.nan, a.inf, a.nonzero, a.checksum, a.differ) == (
+            b.size,
+            b.max_abs,
+            b.nan,
+            b.inf,
+            b.nonzero,
+            b.checksum,
+            b.differ,
+        )
+        for x, y in ((a.sumsq, b.sumsq), (a.dot, b.dot), (a.diffsq, b.diffsq)):
+            assert (x is None and y is None) or math.isclose(x, y, rel_tol=1e-12) or (math.isnan(x) and math.isnan(y))
+    finite = values[np.isfinite(values)].astype(np.float64)
+    assert math.isclose(interleaved[0].sumsq, float(finite @ finite), rel_tol=1e-9)

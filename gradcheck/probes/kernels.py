@@ -42,6 +42,7 @@ def _make_stats(scalar, bits):
         first_ptrs: wp.array(dtype=wp.uint64),
         lengths: wp.array(dtype=wp.int32),
         offsets: wp.array(dtype=wp.int64),
+        strides: wp.array(dtype=wp.int64),
         sumsq: wp.array(dtype=wp.float64),
         maxabs: wp.array(dtype=wp.float64),
         nans: wp.array(dtype=wp.int64),
@@ -60,6 +61,7 @@ def _make_stats(scalar, bits):
         first = wp.array(ptr=first_ptrs[i], shape=(VIEW_LENGTH,), dtype=scalar)
         first_raw = wp.array(ptr=first_ptrs[i], shape=(VIEW_LENGTH,), dtype=bits)
         base = offsets[i]
+        step = strides[i]  # 1: a contiguous row (CPU); the row count: interleaved rows, coalesced reads (CUDA)
         s = wp.float64(0.0)
         m = wp.float64(0.0)
         nn = wp.int64(0)
@@ -69,7 +71,8 @@ def _make_stats(scalar, bits):
         d = wp.float64(0.0)
         dd = wp.float64(0.0)
         df = wp.int64(0)
-        for j in range(n):
+        for jj in range(n):
+            j = wp.int64(jj) * step
             x = wp.float64(values[j])
             if x != x:
                 nn += wp.int64(1)
@@ -82,7 +85,7 @@ def _make_stats(scalar, bits):
                     m = a
             if x != wp.float64(0.0):
                 nz += wp.int64(1)
-            position = wp.uint64(2) * wp.uint64(base + wp.int64(j)) + wp.uint64(1)
+            position = wp.uint64(2) * wp.uint64(base + j) + wp.uint64(1)
             cs += wp.uint64(raw[j]) * position  # unsigned: wraps, and the sum is order-independent
             if has_first:
                 f = wp.float64(first[j])
