@@ -18,7 +18,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCENARIOS = {"cartpole": "cartpole", "large-param (16,777,216 floats)": str(HERE / "large_param.py")}
+# label → (spec, extra options). The large param as the issue measured it: without the finite-difference and
+# replay probes, whose one-off cost (124 rollouts of a 16M-float forward) would drown the per-pass differential.
+SCENARIOS = {
+    "cartpole": ("cartpole", []),
+    "large-param (16,777,216 floats), --fd off --no-replay": (
+        str(HERE / "large_param.py"),
+        ["--fd", "off", "--no-replay"],
+    ),
+}
 
 
 def wall(command: list[str]) -> float:
@@ -31,15 +39,28 @@ def per_pass(command) -> float:
     return (wall(command(40)) - wall(command(10))) / 30
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
+def measure(rounds: int = 3, only: str | None = None) -> dict:
+    """label → {"checked": s, "bare": s, "ratio": median, "rounds": [...]}: seconds per pass, medians."""
     gradcheck = str(Path(sys.executable).parent / "gradcheck")
-    for label, spec in SCENARIOS.items():
+    results = {}
+    for label, (spec, extra) in SCENARIOS.items():
+        if only and only not in label:
+            continue
 
-        def checked(n, spec=spec):
-            return [gradcheck, "run", spec, "--passes", str(n), "--format", "json", "--quiet", "--device", "cpu"]
+        def checked(n, spec=spec, extra=extra):
+            return [
+                gradcheck,
+                "run",
+                spec,
+                "--passes",
+                str(n),
+                "--format",
+                "json",
+                "--quiet",
+                "--device",
+                "cpu",
+                *extra,
+            ]
 
         def bare(n, spec=spec):
             return [sys.executable, str(HERE / "bare_loop.py"), spec, "--passes", str(n), "--device", "cpu"]
@@ -47,11 +68,24 @@ def main() -> None:
         wall(checked(2)), wall(bare(2))  # warm the kernel cache
         samples = [(per_pass(checked), per_pass(bare)) for _ in range(rounds)]
         ratios = [c / b for c, b in samples]
+        results[label] = {
+            "checked": statistics.median(c for c, _ in samples),
+            "bare": statistics.median(b for _, b in samples),
+            "ratio": statistics.median(ratios),
+            "rounds": ratios,
+        }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default=None, help="run the scenarios whose label contains this")
+    args = parser.parse_args()
+    for label, r in measure(args.rounds, args.only).items():
         print(
-            f"{label}: gradcheck {1000 * statistics.median(c for c, _ in samples):.1f} ms vs bare "
-            f"{1000 * statistics.median(b for _, b in samples):.1f} ms a pass, ratio {statistics.median(ratios):.3f}× "
-            f"(rounds {', '.join(f'{r:.3f}' for r in ratios)})",
-            flush=True,
+            f"{label}: gradcheck {1000 * r['checked']:.1f} ms vs bare {1000 * r['bare']:.1f} ms a pass, ratio "
+            f"{r['ratio']:.3f}× (rounds {', '.join(f'{x:.3f}' for x in r['rounds'])})"
         )
 
 

@@ -26,19 +26,28 @@ def wall(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
-    rounds = parser.parse_args().rounds
+def measure(rounds: int = 5) -> dict:
+    """{"python": s, "exec": s, "ratio": median, "rounds": [...]} (medians over the rounds)."""
     plain = [sys.executable, *PROGRAM]
     audited = [str(BIN / "gradcheck"), "exec", *PROGRAM]
     wall(plain), wall(audited)  # warm the kernel cache
     times = [(wall(plain), wall(audited)) for _ in range(rounds)]
     ratios = [a / p for p, a in times]
+    return {
+        "python": statistics.median(p for p, _ in times),
+        "exec": statistics.median(a for _, a in times),
+        "ratio": statistics.median(ratios),
+        "rounds": ratios,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    r = measure(parser.parse_args().rounds)
     print(
-        f"E1 diffsim_ball: python {statistics.median(p for p, _ in times):.2f} s, gradcheck exec "
-        f"{statistics.median(a for _, a in times):.2f} s, ratio {statistics.median(ratios):.3f}× "
-        f"(rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+        f"E1 diffsim_ball: python {r['python']:.2f} s, gradcheck exec {r['exec']:.2f} s, ratio {r['ratio']:.3f}× "
+        f"(rounds {', '.join(f'{x:.3f}' for x in r['rounds'])})"
     )
 
 
