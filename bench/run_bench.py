@@ -121,16 +121,16 @@ def struct_audit_cost(device: str, repeat: int = 3) -> dict:
     from gradcheck.probes.allocations import AllocationLedger
     from gradcheck.probes.naming import walk
     from gradcheck.probes.struct_audit import StructAuditor
-    from gradcheck.probes.warp_compat import is_struct_instance, unique_launch_arguments
+    from gradcheck.probes.tape_arguments import TapeArguments
 
     with AllocationLedger() as ledger:
         tree = StructTree(cells=10_000 // FIELDS, launches=10_000, device=device)
         times = []
         for _ in range(repeat):
             started = time.perf_counter()
-            args = unique_launch_arguments(tree.tape)
+            arguments = TapeArguments.of(tree.tape)
             names = walk(tree)
-            roots = [(names.structs.get(id(v), ("?", v))[0], v, True) for v in args.values() if is_struct_instance(v)]
+            roots = [(names.structs.get(id(v), ("?", v))[0], v, True) for v in arguments.struct_roots]
             roots += [(path, obj, False) for path, obj in names.structs.values()]
             issues = StructAuditor(names, ledger).audit(roots)
             times.append(time.perf_counter() - started)

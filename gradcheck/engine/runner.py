@@ -40,6 +40,7 @@ from gradcheck.probes.reachability import LaunchLabel, reachable_gradients
 from gradcheck.probes.replay_probe import fingerprint
 from gradcheck.probes.stats import StatsPlan
 from gradcheck.probes.struct_audit import Observation, StructAuditor, pointer_issue
+from gradcheck.probes.tape_arguments import TapeArguments
 from gradcheck.probes.warp_compat import (
     array_class,
     backward_disabled,
@@ -55,9 +56,7 @@ from gradcheck.probes.warp_compat import (
     struct_fields,
     struct_mirror,
     struct_records,
-    struct_type_class,
     tape_launches,
-    unique_launch_arguments,
 )
 
 Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
@@ -212,6 +211,7 @@ class _PassLoop:
     def __init__(self, scenario, name, device, snapshots, reader: GradientReader, ledger, progress):
         self.scenario, self.name, self.device = scenario, name, device
         self.snapshots, self.reader, self.ledger, self.progress = snapshots, reader, ledger, progress
+        self.arguments = TapeArguments()  # this pass's kernel arguments, reused while passes pass the same objects
         self.watch_structs: bool | None = None  # decided on pass 1: re-walk for structs on every pass?
         self.audit_plan = StatsPlan()  # the zero audit's buffers are usually the same every pass
         self.clip_norm: float | None = None
@@ -234,13 +234,13 @@ class _PassLoop:
         tape = wp.Tape()
         with tape:
             loss = _call(name, "forward", scenario.forward)
-        args = unique_launch_arguments(tape)
+        self.arguments.update(tape)
         if index == 1:
             launches = kernel_launches(tape_launches(tape))
             self.no_backward_kernels = tuple(sorted({k.key for _, k, _ in launches if backward_disabled(k)}))
         lazy = _LazyNames(scenario, tape, _params(scenario, name), self.snapshots)
         # struct mirrors and records are judged before backward: a dangling pointer must never be written
-        observations = self._audit_pointers(args, lazy, index == 1)
+        observations = self._audit_pointers(self.arguments, lazy, index == 1)
         dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
         skipped = None
         if dangling:
@@ -280,7 +280,7 @@ class _PassLoop:
         for key, stats in measured.items():
             self.stats[key].append(self.reader.record(key, stats, readout.get(key), clipped.get(key)))
         # what the zero step must clear, collected before it runs (tape.reset() empties tape.launches)
-        reachable = reachable_gradients(tape, params, lazy, args)
+        reachable = reachable_gradients(tape, params, lazy, self.arguments)
         if callable(getattr(scenario, "zero", None)):
             _call(name, "zero", scenario.zero, tape)
         else:
@@ -324,14 +324,9 @@ class _PassLoop:
         total_after = math.sqrt(sum(s.sumsq for s in after.values() if s is not None))
         return after, (before, total_after)
 
-    def _audit_pointers(self, args: dict, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
+    def _audit_pointers(self, arguments: TapeArguments, lazy: _LazyNames, first_pass: bool) -> list[Observation]:
         """Stale and dangling pointers in the structs the tape uses and, when they matter, the scenario's."""
-        array_type, struct_class = array_class(), struct_type_class()
-        tape_roots = [
-            v
-            for v in args.values()
-            if (v.dtype.__class__ is struct_class if v.__class__ is array_type else is_struct_instance(v))
-        ]
+        tape_roots = arguments.struct_roots
         if not tape_roots and not first_pass and not self.watch_structs:
             return []
         names = lazy()
@@ -339,7 +334,7 @@ class _PassLoop:
         scenario_roots += [(names.name(a), a, False) for a in names.arrays if _is_struct_array(a)]
         if first_pass:
             self.watch_structs = bool(tape_roots) or any(_gradient_relevant(obj) for _, obj, _ in scenario_roots)
-        roots = [(_root_name(v, names, args, lazy), v, True) for v in tape_roots] + scenario_roots
+        roots = [(_root_name(v, names, lazy), v, True) for v in tape_roots] + scenario_roots
         return StructAuditor(names, self.ledger).audit(roots)
 
 
@@ -481,9 +476,8 @@ def _replay(scenario, name, device, snapshots, loop, tolerance):
         tape = make_fingerprint_tape(_held_arrays(scenario, {}))
         with tape:
             loss = _call(name, "forward (replay probe)", scenario.forward)
-        args = unique_launch_arguments(tape)
         lazy = _LazyNames(scenario, tape, params, snapshots)
-        reachable = reachable_gradients(tape, params, lazy, args)
+        reachable = reachable_gradients(tape, params, lazy)
 
         def zero_all():
             tape.zero()
@@ -566,7 +560,7 @@ def _record_has_grad(record: dict) -> bool:
     return False
 
 
-def _root_name(value, names: ArrayNames, args: dict, lazy) -> str:
+def _root_name(value, names: ArrayNames, lazy) -> str:
     found = names.structs.get(id(value))
     if found is not None:
         return found[0]

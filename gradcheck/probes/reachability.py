@@ -7,9 +7,9 @@ passed to ``record_func``, and the parameters themselves. This module enumerates
 are built only for the few buffers that end up in a finding.
 
 Cost matters: a 100-step Newton rollout records ~1,600 launches with ~18,000 array arguments,
-mostly the same ~2,400 arrays again, and this runs on every pass. Arguments are deduplicated by
-identity in one comprehension, and plain kernel-argument gradients are kept as bare arrays, not
-objects: allocating thousands of tracked objects per pass triggers Python's cyclic GC during the
+mostly the same ~2,400 arrays again, and this runs on every pass. Arguments are deduplicated and
+classified by TapeArguments (reused while passes pass the same objects), and plain kernel-argument
+gradients are kept as bare arrays, not objects: allocating thousands of tracked objects per pass triggers Python's cyclic GC during the
 user's own forward pass (measured: it alone cost ~10% of a cartpole pass).
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gradcheck.probes.naming import ArrayNames
+from gradcheck.probes.tape_arguments import TapeArguments
 from gradcheck.probes.warp_compat import (
     array_class,
     first_use_label,
@@ -26,10 +27,8 @@ from gradcheck.probes.warp_compat import (
     is_struct_type,
     struct_fields,
     struct_records,
-    struct_type_class,
     tape_gradient_keys,
     tape_launches,
-    unique_launch_arguments,
 )
 
 
@@ -53,11 +52,11 @@ class GradBuffer:
 class Reachable:
     """The reachable buffers: ``grads`` for the nonzero scan, ``buffer(i)`` for the few reported."""
 
-    def __init__(self, launches, plain: dict, others: list[GradBuffer]):
+    def __init__(self, launches, plain: dict, plain_grads: list, others: list[GradBuffer]):
         self._launches = launches
         self._owners = list(plain.values())  # arrays whose .grad is a plain kernel-argument buffer
         self._others = others
-        self.grads = [owner.grad for owner in self._owners] + [b.grad for b in others]
+        self.grads = plain_grads + [b.grad for b in others]
 
     def __len__(self) -> int:
         return len(self.grads)
@@ -69,17 +68,20 @@ class Reachable:
         return GradBuffer(self.grads[i], LaunchLabel(self._launches, owner, ".grad"), "kernel argument")
 
 
-def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], unique: dict | None = None) -> Reachable:
+def reachable_gradients(
+    tape, params: dict, names: Callable[[], ArrayNames], arguments: TapeArguments | None = None
+) -> Reachable:
     """Unique gradient buffers (by address) reachable from the tape and the params.
 
     ``names`` is called only when a buffer can be reached by address alone (records of an array
     of structs): naming walks the whole scenario, which is not free on every pass.
     """
     array_type = array_class()
-    struct_class = struct_type_class()
     launches = tape_launches(tape)
+    if arguments is None:
+        arguments = TapeArguments.of(tape)
     # keys are ptr << 64 | size: one int, not a (ptr, size) tuple, which the GC would track
-    plain: dict[int, object] = {}  # key → array whose .grad lives there
+    plain, plain_grads = arguments.plain_gradients()  # key → plain kernel argument whose .grad lives there
     found: dict[int, GradBuffer] = {}
 
     def add(grad, label: Callable[[], str], via: str) -> GradBuffer | None:
@@ -121,15 +123,9 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], uni
                 if buffer is not None:
                     buffer.aliases.append(alias)
 
-    if unique is None:
-        unique = unique_launch_arguments(tape)
-    for value in unique.values():
-        if value.__class__ is array_type and value.dtype.__class__ is not struct_class:
-            grad = value.grad
-            if grad is not None and grad.ptr:
-                plain.setdefault(grad.ptr << 64 | grad.size, value)
-        elif isinstance(value, array_type) or is_struct_instance(value):
-            visit(value, LaunchLabel(launches, value), "kernel argument")
+    for value in arguments.nested:
+        visit(value, LaunchLabel(launches, value), "kernel argument")
+    unique = arguments.unique
     for key in [k for k in tape_gradient_keys(tape) if id(k) not in unique]:
         visit(key, lambda: "tape.gradients", "tape.gradients")
     for name, array in params.items():
@@ -137,7 +133,7 @@ def reachable_gradients(tape, params: dict, names: Callable[[], ArrayNames], uni
 
     for buffer in found.values():
         buffer.aliases = list(dict.fromkeys(buffer.aliases))
-    return Reachable(launches, plain, list(found.values()))
+    return Reachable(launches, plain, plain_grads, list(found.values()))
 
 
 def _suffix(label: Callable[[], str], text: str) -> Callable[[], str]:

@@ -233,19 +233,9 @@ class TapeAudit:
     def _pointers(self, tape) -> tuple[Pointer, ...]:
         """The struct audit of the scenario runner, on the structs and arrays of structs this tape's launches got."""
         from gradcheck.probes.struct_audit import StructAuditor
-        from gradcheck.probes.warp_compat import (
-            array_class,
-            is_struct_instance,
-            struct_type_class,
-            unique_launch_arguments,
-        )
+        from gradcheck.probes.tape_arguments import TapeArguments
 
-        array_type, struct_class = array_class(), struct_type_class()
-        roots = [
-            v
-            for v in unique_launch_arguments(tape).values()
-            if (v.dtype.__class__ is struct_class if v.__class__ is array_type else is_struct_instance(v))
-        ]
+        roots = TapeArguments.of(tape).struct_roots
         if not roots:
             return ()
         self._name(roots[0])  # walk the program once, so the struct paths have names
