@@ -3,7 +3,7 @@
     python bench/differential.py [--rounds 3]
 
 For each scenario, `gradcheck run SPEC --passes N --format json --quiet` and the bare loop over the public
-contract (bench/bare_loop.py) run as fresh processes at N = 10 and N = 40; (t40 - t10) / 30 is the cost of one
+contract (bench/bare_loop.py) run as fresh processes at N = 10 and N = 70; (t70 - t10) / 60 is the cost of one
 more pass, setup, compile, the finite-difference and replay probes (once per run) cancelling out. The ratio of the
 two per-pass costs is what gradcheck adds to every pass. Medians over the rounds; each round measures all four.
 """
@@ -35,8 +35,11 @@ def wall(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
+LOW, HIGH = 10, 70  # 60 passes apart: a fresh process's wall time varies by ~0.2 s, ~3 ms a pass at this spread
+
+
 def per_pass(command) -> float:
-    return (wall(command(40)) - wall(command(10))) / 30
+    return (wall(command(HIGH)) - wall(command(LOW))) / (HIGH - LOW)
 
 
 def measure(rounds: int = 3, only: str | None = None) -> dict:
@@ -66,7 +69,13 @@ def measure(rounds: int = 3, only: str | None = None) -> dict:
             return [sys.executable, str(HERE / "bare_loop.py"), spec, "--passes", str(n), "--device", "cpu"]
 
         wall(checked(2)), wall(bare(2))  # warm the kernel cache
-        samples = [(per_pass(checked), per_pass(bare)) for _ in range(rounds)]
+        samples = []
+        for round_ in range(rounds):  # which of the two goes first alternates, so a drift of the machine cancels
+            if round_ % 2:
+                b = per_pass(bare)
+                samples.append((per_pass(checked), b))
+            else:
+                samples.append((per_pass(checked), per_pass(bare)))
         ratios = [c / b for c, b in samples]
         results[label] = {
             "checked": statistics.median(c for c, _ in samples),

@@ -309,7 +309,7 @@ def differential_rows(results: dict) -> str:
     for label, r in results.items():
         ident, goal = ("P6", 1.5) if label.startswith("large") else ("P1w", 1.10)
         rows.append(
-            f"| {ident} | whole-process per-pass differential (40 vs 10 passes, `--format json`) vs the bare loop over "
+            f"| {ident} | whole-process per-pass differential (70 vs 10 passes, `--format json`) vs the bare loop over "
             f"the public contract (bench/bare_loop.py, no restore), {label} | **{r['ratio']:.3f}×** "
             f"({1000 * r['checked']:.1f} ms vs {1000 * r['bare']:.1f} ms a pass; rounds "
             f"{', '.join(f'{x:.3f}' for x in r['rounds'])}) | ≤ {goal:g}× | {ok(r['ratio'] <= goal)} |"
@@ -385,7 +385,7 @@ gradient really changes. On CUDA a large buffer's rows are interleaved (row r re
 neighbouring threads read neighbouring values; verified on CPU (tests/test_stats.py), not timed on a GPU.
 
 P1w and P6 are measured from outside, as a user sees them: `gradcheck run SPEC --passes N --format json` and the
-bare loop as fresh processes at N = 10 and 40, (t40 - t10) / 30 per pass, so setup, compilation and the one-off
+bare loop as fresh processes at N = 10 and 70, (t70 - t10) / 60 per pass, so setup, compilation and the one-off
 probes cancel (P6 with `--fd off --no-replay`: 124 finite-difference rollouts of a 16M-float forward would drown
 the differential). gradcheck restores the params before every pass; the bare loop does not.
 """
