@@ -9,8 +9,9 @@ are built only for the few buffers that end up in a finding.
 Cost matters: a 100-step Newton rollout records ~1,600 launches with ~18,000 array arguments,
 mostly the same ~2,400 arrays again, and this runs on every pass. Arguments are deduplicated and
 classified by TapeArguments (reused while passes pass the same objects), and plain kernel-argument
-gradients are kept as bare arrays, not objects: allocating thousands of tracked objects per pass triggers Python's cyclic GC during the
-user's own forward pass (measured: it alone cost ~10% of a cartpole pass).
+gradients are kept as bare arrays, not objects: allocating thousands of tracked objects per pass
+triggers Python's cyclic GC during the user's own forward pass (measured: it alone cost ~10% of a
+cartpole pass).
 """
 
 from __future__ import annotations
