@@ -33,9 +33,12 @@ def test_nan_only_in_backward_is_nonfinite_with_a_finite_loss():
 def test_optimizer_writing_into_gradients_is_a_mutated_gradient():
     result, _ = run_scenario("spring-chain", fault="optimizer-in-place", passes=2)
     (finding,) = by_check(result.findings, "mutated-gradient")
-    assert finding.subject == "x.grad"
-    backward, readout = finding.evidence["backward_norms"], finding.evidence["readout_norms"]
-    assert readout[0] == pytest.approx(backward[0] * LR, rel=1e-6)  # the seed's "700 vs < 5"
+    assert finding.subject == "x.grad" and finding.severity == Severity.ERROR
+    backward, readout = finding.evidence["produced_norm"], finding.evidence["read_norm"]
+    assert readout == pytest.approx(backward * LR, rel=1e-6)  # the seed's "700 vs < 5"
+    assert finding.evidence["writer"].startswith("launch sgd_step_in_place (spring_chain.py:")
+    assert finding.evidence["reader"] == "the readout after after_backward()"
+    assert finding.evidence["iterations"] == [1, 2]
     assert [f.check for f in result.findings] == ["mutated-gradient"]
 
 

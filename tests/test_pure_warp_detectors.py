@@ -109,8 +109,10 @@ def test_gradient_reader_compares_per_param_when_the_param_set_changes():
 
     from gradcheck.probes.gradients import GradientReader
 
-    def read(reader, params):
-        return {k: reader.record(k, st) for k, st in reader.measure(params).items()}
+    def read(reader, params):  # one pass: measure after backward, commit at its end, then the records
+        stats = reader.measure(params)
+        reader.commit()
+        return {k: reader.record(k, st) for k, st in stats.items()}
 
     a = wp.array([1.0, 2.0], dtype=float, device="cpu", requires_grad=True)
     b = wp.array([3.0], dtype=float, device="cpu", requires_grad=True)
@@ -411,6 +413,7 @@ def test_accumulation_on_cuda_tolerates_reordered_float_sums_but_not_a_second_ba
         for values in passes:
             x.grad.assign(values)
             stats = reader.measure({"x": x})
+            reader.commit()
             records.append(reader.record("x", stats["x"]))
         param = ParamTrace("x", "x.grad", (4096,), "float32", tuple(records))
         loops = tuple(PassRecord(i + 1, 1.0, 1, 0, ()) for i in range(len(passes)))

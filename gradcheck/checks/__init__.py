@@ -1,8 +1,10 @@
 """The check registry: one module per check, one line each below.
 
-A check module defines ``NAME``, ``SUMMARY`` and ``check(trace, options) -> tuple[Finding, ...]``;
-it reads only the Trace (plain data), never Warp objects, and its thresholds from CheckOptions.
-(``pointer_issues`` is a helper, not a check.)
+A check module defines ``NAME``, ``SUMMARY``, ``EXPLAIN`` and ``check(trace, options) -> tuple[Finding, ...]``;
+it reads only the Trace (plain data, the same records whoever drove the program), never Warp objects, and its
+thresholds from CheckOptions. It owns its severities: the same evidence gets the same severity under ``run``,
+``exec`` and ``audit()``. A check that raises costs only itself: ``run_checks`` turns the exception into an
+``internal-error`` finding naming it, and every other check still runs. (``pointer_issues`` is a helper.)
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from gradcheck.checks import (
     dangling_adjoint,
     explosion,
     fd_mismatch,
+    internal_error,
     missing_gradient,
     mutated_gradient,
     nonfinite,
@@ -26,9 +29,10 @@ from gradcheck.checks import (
 )
 from gradcheck.model.findings import Finding
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
-from gradcheck.model.trace import Trace
+from gradcheck.model.trace import InternalError, Trace
 
 REGISTRY = (
+    internal_error,
     dangling_adjoint,
     stale_adjoint,
     changed_before_backward,
@@ -49,7 +53,11 @@ BY_NAME = {module.NAME: module for module in REGISTRY}
 
 
 def run_checks(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
+    """Every registered check on ``trace``, errors first; a check that raises becomes one internal-error finding."""
     findings: list[Finding] = []
     for module in REGISTRY:
-        findings.extend(module.check(trace, options))
+        try:
+            findings.extend(module.check(trace, options))
+        except Exception as exc:  # noqa: BLE001 - one broken check must not take the report with it
+            findings.append(internal_error.finding(InternalError.of(f"check {module.NAME}", exc)))
     return tuple(sorted(findings, key=lambda f: -f.severity))

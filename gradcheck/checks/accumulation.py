@@ -1,12 +1,17 @@
-"""accumulation: the same inputs must give the same gradient on every pass.
+"""accumulation: a param's gradient must not carry gradient from an earlier iteration.
 
-The runner restores every param before each pass, so pass k's gradient must equal pass 1's
-(bitwise on CPU; within a relative tolerance on CUDA, where float atomics reorder). When it does
-not, something carried gradient from one backward into the next. The shape tells which:
-linear (k× on pass k: nothing cleared the param's gradient), superlinear (cleared params, but
-intermediate gradients pile up and feed back), drift (stale intermediate gradients from custom
-adjoints or atomics leak in), collapse (the gradient vanishes after pass 1: a buffer was
-consumed or replaced).
+Two kinds of evidence, one rule (error; a warning when the loss itself changed at fixed params, see
+stateful-forward):
+
+- **measured** (every pass started from the same params, as ``gradcheck run`` restores them): pass k's gradient
+  must equal pass 1's (bitwise on CPU; within a relative tolerance on CUDA, where float atomics reorder). The shape
+  tells what carried it: linear (k× on pass k: nothing cleared the param's gradient), superlinear (cleared params,
+  but intermediate gradients pile up and feed back), drift (stale intermediate gradients from custom adjoints or
+  atomics leak in), collapse (the gradient vanishes after pass 1: a buffer was consumed or replaced);
+- **seen** (any program, the params moving under its optimizer): a backward of a new iteration started with
+  gradient an earlier backward left, either in the param's own gradient or in an array that depends on the param
+  on this tape, which backward propagates into the param's gradient (gradcheck.observe.leftovers). Several
+  backwards at the same params before one update is deliberate accumulation, not this.
 """
 
 from __future__ import annotations
@@ -53,15 +58,91 @@ _SHAPES = {
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
-    if len(trace.passes) < 2 or any(r.backward_skipped for r in trace.passes):
+    if any(r.backward_skipped for r in trace.passes):
         return ()  # passes without backward are not comparable; dangling-adjoint reports why they were skipped
-    affected = [p for p in trace.params if _first_divergence(p) is not None]
-    sizes = family_sizes(p.name for p in trace.params)
+    params = [p for p in trace.params if p.is_param]
+    sizes = family_sizes(p.name for p in params)
+    measured = [p for p in params if trace.fixed_params and len(trace.passes) >= 2 and _first_divergence(p)]
+    carried = _carried(trace, {p.subject for p in params})
+    by_subject = {p.subject: p for p in params}
     findings = []
-    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
+    done: set[str] = set()
+    for fam, members in group_by_family(measured, key=lambda p: p.name).items():
         worst = max(members, key=_divergence)
-        findings.append(_finding(trace, fam, members, sizes[fam], worst))
+        finding = _finding(trace, fam, members, sizes[fam], worst)
+        seen = [c for m in members for c in carried.get(m.subject, [])]
+        if seen:
+            finding = _with_carriers(finding, seen)
+        findings.append(finding)
+        done |= {m.subject for m in members}
+    rest = [s for s in carried if s not in done and s in by_subject]
+    for fam, subjects in group_by_family(rest, key=lambda s: by_subject[s].name).items():
+        findings.append(_seen_finding(trace, subjects, carried, sizes.get(fam, len(subjects)), fam))
     return tuple(findings)
+
+
+def _carried(trace: Trace, params: set[str]) -> dict[str, list]:
+    """param subject → [(record, residue)] of the leftovers each later backward added into that param's gradient."""
+    found: dict[str, list] = {}
+    for record in trace.passes:
+        for residue in record.residue:
+            if residue.role in ("param", "upstream") and not residue.kept:
+                for subject in residue.feeds:
+                    if subject in params:
+                        found.setdefault(subject, []).append((record, residue))
+    return found
+
+
+def _seen_finding(trace: Trace, subjects: list[str], carried: dict, family_size: int, fam: str) -> Finding:
+    subject = subjects[0]
+    hits = carried[subject]
+    record, residue = hits[0]
+    unit = trace.unit
+    who = family_prefix(len(subjects), family_size, fam, shown="first")
+    where = f" ({record.site})" if record.site else ""
+    if residue.role == "param":
+        held = f"{subject} still held gradient from {unit} #{residue.left_by} (norm {residue.norm:.4g})"
+    else:
+        held = (
+            f"{residue.subject} still held gradient from {unit} #{residue.left_by} (norm {residue.norm:.4g}), and "
+            f"this backward propagates it into {subject}"
+        )
+    stateful = not trace.loss_repeats
+    return Finding(
+        check=NAME,
+        severity=Severity.WARNING if stateful else Severity.ERROR,
+        subject=subject,
+        message=(
+            f"{who}when {unit} #{record.index} started{where}, after the params moved, {held}: the gradient of "
+            f"{subject} is the sum of this iteration's and an earlier one's ({len(hits)} of {trace.backwards or len(trace.passes)} "
+            f"{trace.units})"
+        ),
+        hint="zero every gradient the tape reaches between optimizer steps (tape.zero() after reading them, and "
+        "the arrays it misses); zero-audit names what was left",
+        evidence={
+            "shape": "carried",
+            "first_iteration": record.index,
+            "site": record.site,
+            "carriers": sorted({r.subject for _rec, r in hits}),
+            "left_by": residue.left_by,
+            "iterations": [rec.index for rec, _r in hits][:50],
+            "count": len(hits),
+            "affected": subjects,
+            "stateful_forward": stateful,
+        },
+    )
+
+
+def _with_carriers(finding: Finding, seen: list) -> Finding:
+    from dataclasses import replace
+
+    carriers = sorted({r.subject for _rec, r in seen})
+    shown = ", ".join(carriers[:4]) + (f" and {len(carriers) - 4} more" if len(carriers) > 4 else "")
+    return replace(
+        finding,
+        message=f"{finding.message}; carried by {shown}",
+        evidence={**finding.evidence, "carriers": carriers},
+    )
 
 
 def classify(param: ParamTrace) -> str:

@@ -4,9 +4,10 @@ Warp's tape keeps references to the arrays each launch was given, not their valu
 launch with whatever those arrays hold when it runs. An in-place edit between forward and backward (a param
 clamped or normalised, a numpy write through a CPU view, ``assign`` of a new start state, a buffer refreshed
 for the next step) makes backward differentiate a function the forward never evaluated, with no error from
-Warp (NVIDIA/warp#1350: PyTorch's version counters would have raised). Watched on the first pass, for
-scenarios with their own ``backward(tape, loss)``: that is where code runs between the two
-(gradcheck.probes.input_watch).
+Warp (NVIDIA/warp#1350: PyTorch's version counters would have raised). The observer fingerprints what each
+recording read when it ends and again when its backward starts (gradcheck.probes.input_watch): on every backward
+of a program under ``gradcheck exec``; under ``gradcheck run`` on the first pass of scenarios with their own
+``backward(tape, loss)``, since the default backward runs right after forward() and no program code runs between.
 """
 
 from __future__ import annotations
@@ -37,10 +38,15 @@ Fix: change arrays only after backward (and after reading the gradients), or giv
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
-    changed = trace.changed_before_backward or ()
+    seen: dict[str, tuple] = {}  # subject → (first record, the change, how many iterations)
+    for record in trace.passes:
+        for change in record.changed:
+            first, found, count = seen.get(change.subject, (record, change, 0))
+            seen[change.subject] = (first, found, count + 1)
     findings = []
-    for family, members in group_by_family(changed, key=lambda c: c.subject).items():
-        first = members[0]
+    for family, entries in group_by_family(list(seen.values()), key=lambda e: e[1].subject).items():
+        record, first, count = entries[0]
+        members = [e[1] for e in entries]
         others = f"{len(members)} arrays {family}, first: " if len(members) > 1 else ""
         more = first.reader_count - len(first.readers)
         readers = ", ".join(first.readers) + (f" and {more} more" if more > 0 else "")
@@ -50,9 +56,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 severity=Severity.ERROR,
                 subject=first.subject,
                 message=(
-                    f"{others}{first.subject} changed after forward() returned and before tape.backward ran; "
-                    f"backward replays {readers} with the new values, so the gradient is of a function the forward "
-                    "never evaluated"
+                    f"{others}{first.subject} changed after the forward recorded it and before backward "
+                    f"{_at(trace, record)}; backward replays {readers} with the new values, so the gradient is of a "
+                    f"function the forward never evaluated ({count} of {trace.backwards or len(trace.passes)} "
+                    f"{trace.units})"
                 ),
                 hint=f"change {first.subject} only after tape.backward (and after reading gradients), or give the "
                 "forward a copy of it",
@@ -60,7 +67,15 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     "arrays": [c.subject for c in members],
                     "readers": list(first.readers),
                     "reader_count": first.reader_count,
+                    "first_pass": record.index,
+                    "site": record.site,
+                    "count": count,
                 },
             )
         )
     return tuple(findings)
+
+
+def _at(trace: Trace, record) -> str:
+    site = f" ({record.site})" if record.site else ""
+    return f"#{record.index}{site}" if not trace.fixed_params else f"on pass {record.index}"

@@ -1,6 +1,12 @@
 """explosion: a gradient norm above ``--max-norm``, or one that grows by orders of magnitude
 along an indexed family (``controls[0..T]``): backpropagation through a long horizon amplifying
 the gradient step after step (chaotic dynamics, stiff contacts), not a planted bug.
+
+A param's norm above ``--max-norm`` is an error, with one exception read off the program's own history: when
+the gradient grew only as much as the loss did (its norm relative to the loss stayed within ``TRACKS`` of what it
+was on the earlier backwards), the objective got steep, not the backward: a penalty switching on (Newton's drone
+MPC jumps from 15 to 3.6e6 when a sampled trajectory meets its 1e4 collision penalty, and so does its loss).
+That is an info.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ import math
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.paths import group_by_family
-from gradcheck.model.trace import ParamTrace, Trace
+from gradcheck.model.trace import NormSample, ParamTrace, Trace
 
 NAME = "explosion"
 SUMMARY = "gradient norms must stay below --max-norm and not grow by orders of magnitude along the horizon"
@@ -29,27 +35,73 @@ Fix: shorter horizons or windows, damping, or clipping.
 """
 
 
+TRACKS = 10.0  # the relative gradient |g| / |loss| at the peak, at most this times its earlier median: a steep loss
+
+
 def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     findings = []
-    for p in trace.params:
-        peak = max((q.norm for q in p.passes if q.has_grad and math.isfinite(q.norm)), default=0.0)
-        if peak > options.max_norm:
-            findings.append(
-                Finding(
-                    check=NAME,
-                    severity=Severity.ERROR,
-                    subject=p.subject,
-                    message=f"gradient norm {peak:.4g} exceeds --max-norm {options.max_norm:.3g}",
-                    hint="shorten the horizon, add damping, or clip (gradcheck.clip.clip_grad_norm / --clip-norm)",
-                    evidence={"norms": list(p.norms), "max_norm": options.max_norm},
-                )
+    params = [p for p in trace.params if p.is_param]
+    for p in params:
+        peak = _peak(p)
+        if peak is None or peak.norm <= options.max_norm:
+            continue
+        tracked = _tracks_loss(p, peak)
+        where = f" on {trace.unit} {peak.backward}" if not trace.fixed_params else ""
+        message = f"gradient norm {peak.norm:.4g}{where} exceeds --max-norm {options.max_norm:.3g}"
+        if tracked is not None:
+            before, now = tracked
+            message += (
+                f", but only as the loss grew: |g|/|loss| was {before:.3g} (median before) and is {now:.3g} now, "
+                "so the objective got steep (a penalty switching on), not the backward"
             )
-    for fam, members in group_by_family(trace.params, key=lambda p: p.name).items():
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.INFO if tracked is not None else Severity.ERROR,
+                subject=p.subject,
+                message=message,
+                hint="shorten the horizon, add damping, or clip (gradcheck.clip.clip_grad_norm / --clip-norm)"
+                if tracked is None
+                else "nothing to fix if the penalty is meant to be steep; else rescale it",
+                evidence={
+                    "norms": list(p.norms) if trace.fixed_params else [s.norm for s in p.history],
+                    "max_norm": options.max_norm,
+                    "peak": peak.norm,
+                    "peak_at": peak.backward,
+                    "loss_at_peak": peak.loss,
+                    "tracks_loss": tracked is not None,
+                },
+            )
+        )
+    for fam, members in group_by_family(params, key=lambda p: p.name).items():
         if len(members) >= 3:
             found = _growth(fam, members, options)
             if found is not None:
                 findings.append(found)
     return tuple(findings)
+
+
+def _peak(p: ParamTrace) -> NormSample | None:
+    if p.peak is not None:
+        return p.peak
+    finite = [q for q in p.passes if q.has_grad and math.isfinite(q.norm)]
+    best = max(finite, key=lambda q: q.norm, default=None)
+    return NormSample(best.index, best.norm, None) if best is not None else None
+
+
+def _tracks_loss(p: ParamTrace, peak: NormSample) -> tuple[float, float] | None:
+    """(median |g|/|loss| before the peak, |g|/|loss| at it) when the gradient grew no faster than the loss."""
+    if not peak.loss or not math.isfinite(peak.loss):
+        return None
+    earlier = sorted(
+        s.norm / abs(s.loss)
+        for s in p.history
+        if s.backward < peak.backward and s.loss and math.isfinite(s.loss) and math.isfinite(s.norm)
+    )
+    if len(earlier) < 3:
+        return None  # nothing to compare with: a first gradient above --max-norm is not explained by anything
+    median, now = earlier[len(earlier) // 2], peak.norm / abs(peak.loss)
+    return (median, now) if now <= TRACKS * median else None
 
 
 def _growth(fam: str, members: list[ParamTrace], options: CheckOptions) -> Finding | None:

@@ -108,8 +108,8 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
     """Name the cause other checks found on the same run, ahead of the generic list."""
     from dataclasses import replace
 
-    changed = trace.changed_before_backward or ()
-    rewrites = trace.replay.hazards if trace.replay is not None and not trace.replay.skipped else ()
+    changed = [c for r in trace.passes for c in r.changed]
+    rewrites = [h for r in trace.passes for h in r.hazards]
     blame = trace.launch_checks if trace.launch_checks is not None and not trace.launch_checks.skipped else None
     wrong = [v for v in blame.verdicts if v.status in ("mismatch", "assigns")] if blame else []
     pointers = sorted({i.subject for r in trace.passes for i in r.pointer_issues if i.in_tape})

@@ -4,6 +4,11 @@ Exactly zero is the signature of a broken graph, not of a small gradient: the ar
 under the tape, it was replaced after the tape recorded it, or it was created inside the tape
 (Newton's ``Model.state()``/``control()`` copy model arrays with a taped ``wp.copy``, and the
 gradient lands in ``model.joint_q.grad`` instead).
+
+Severity follows the evidence that the array is a parameter (gradcheck.observe.params): declared by the program
+or updated from its gradient → error. A leaf nothing updates (requires grad, read by the tape) with a zero
+gradient is usually a model constant: one info listing them, and only when the program showed no parameter at
+all (then they may be the params it updates on the host).
 """
 
 from __future__ import annotations
@@ -37,26 +42,52 @@ _ALL_ZERO = "all-zero"
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
-    ran = [i for i, r in enumerate(trace.passes) if not r.backward_skipped]
+    skipped = {r.index for r in trace.passes if r.backward_skipped}
+    ran = [r.index for r in trace.passes if not r.backward_skipped]
     if not ran:
         return ()  # backward never ran (dangling-adjoint says why): absent gradients prove nothing
-    kinds = {p.name: _kind(p, ran) for p in trace.params}
-    sizes = family_sizes(p.name for p in trace.params)
+    params = [p for p in trace.params if p.is_param]
+    kinds = {p.name: _kind(p, skipped) for p in trace.params}
+    sizes = family_sizes(p.name for p in params)
     findings = []
     for kind in (_NO_BUFFER, _ALL_ZERO):
-        missing = [p for p in trace.params if kinds[p.name] == kind]
+        missing = [p for p in params if kinds[p.name] == kind]
         for fam, members in group_by_family(missing, key=lambda p: p.name).items():
             findings.append(_finding(trace, kind, fam, members, sizes[fam], ran))
+    if not params:
+        findings.extend(_leaves(trace, [p for p in trace.params if kinds[p.name] == _ALL_ZERO]))
     return tuple(findings)
 
 
-def _kind(param: ParamTrace, ran: list[int]) -> str | None:
-    passes = [param.passes[i] for i in ran if i < len(param.passes)]
+def _kind(param: ParamTrace, skipped: set[int]) -> str | None:
+    passes = [p for p in param.passes if p.index not in skipped]
+    if not passes:
+        return None
     if any(not p.has_grad for p in passes):
         return _NO_BUFFER
-    if all(p.nonzero == 0 for p in passes):  # NaN counts as nonzero: an all-NaN gradient is nonfinite, not missing
-        return _ALL_ZERO
+    if all(p.nonzero == 0 for p in passes) and (param.peak is None or param.peak.norm == 0):
+        return _ALL_ZERO  # NaN counts as nonzero: an all-NaN gradient is nonfinite, not missing
     return None
+
+
+def _leaves(trace: Trace, zero: list[ParamTrace]) -> list[Finding]:
+    """One info for every leaf with an all-zero gradient, in a program that showed no parameter."""
+    if not zero:
+        return []
+    subjects = [p.subject for p in zero]
+    shown = ", ".join(subjects[:5]) + (f" and {len(subjects) - 5} more" if len(subjects) > 5 else "")
+    return [
+        Finding(
+            check=NAME,
+            severity=Severity.INFO,
+            subject=subjects[0],
+            message=f"{len(subjects)} leaf array(s) that require grad have a gradient of exactly zero after every "
+            f"{trace.unit} they took part in: {shown}; the loss does not depend on them (often model constants), "
+            "and no launch was seen updating any array from its gradient",
+            hint="nothing, if they are not meant to be learned; else check the launches between them and the loss",
+            evidence={"kind": _ALL_ZERO, "subjects": subjects, "role": "leaf"},
+        )
+    ]
 
 
 def _newton(trace: Trace) -> bool:
@@ -71,7 +102,7 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         message = f"{who}no gradient buffer (.grad is None)"
         hint = "allocate the array with requires_grad=True before building anything that uses it"
     else:
-        message = f"{who}gradient is exactly zero on every pass backward ran ({len(ran)})"
+        message = f"{who}gradient is exactly zero on every {trace.unit} backward ran ({len(ran)})"
         hint = "read the array under the tape, after it got its final .grad; see stale-adjoint findings"
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
@@ -93,5 +124,6 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
             "affected": [m.subject for m in members],
             "param_count": len(members),
             "family_size": family_size,
+            "role": first.role,
         },
     )

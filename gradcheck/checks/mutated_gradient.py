@@ -1,59 +1,70 @@
-"""mutated-gradient: the gradient the user's loop reads is not the one backward produced.
+"""mutated-gradient: a gradient read after the update that consumed it rewrote it in place.
 
-The runner takes a bit-exact checksum of every param's gradient right after backward and again
-after ``after_backward()`` (what the loop does before reading gradients, e.g. an optimizer step).
-They differ when something wrote into the gradient buffers in between: an optimizer that reuses
-gradient memory for its own state (as AdamWScheduleFree does in PyTorch), in-place scaling, or a
-zero step placed too early. The norms the user then logs look wrong (the seed: 700 vs < 5).
+The update step of a training loop consumes the gradient. An optimizer that also keeps its own state in the
+gradient buffer (AdamW ScheduleFree in PyTorch does), or scales it in place as part of the step, leaves a buffer
+that whatever reads it next (a logged norm, a clip, a second optimizer) takes for the gradient: a logged norm of
+~700 where the truth is below 5. The evidence (gradcheck.observe.gradient_use) is one launch that changed both a
+param and its gradient, then a read of that gradient: a host read (``x.grad.numpy()``), a launch whose code loads
+it, or, under ``gradcheck run``, the readout after ``after_backward()``, which is where a scenario's loop reads.
+
+Rewriting the gradient *before* the update (projecting it onto constraints, clipping it in place: what Warp's FEM
+shape optimisation does before Adam) is the program preparing what its update consumes: not a finding.
 """
 
 from __future__ import annotations
 
 from gradcheck.model.findings import Finding, Severity
-from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import Trace
 
 NAME = "mutated-gradient"
-SUMMARY = "gradients must not change between backward and the point where the loop reads them"
+SUMMARY = "a gradient must not be read after the update that consumed it rewrote it in place"
 
 EXPLAIN = """
-What it means: the gradient your loop reads after after_backward() is not the one backward produced.
+What it means: the launch that updated a param from its gradient also rewrote the gradient in place, and
+something read the gradient afterwards (a logged norm, a clip, a readout). What it read is not the gradient
+backward produced: the finding gives both norms, the launch that rewrote it and the read, with their lines.
 
-Common causes: an optimizer that keeps its state in the gradient memory or scales gradients in place
-(AdamWScheduleFree does this in PyTorch), a zero step or clip placed before the readout.
+Common causes: an optimizer that keeps its state (momentum, a step) in the gradient buffer, or scales the
+gradient in place as part of the step (AdamWScheduleFree does this in PyTorch); a norm logged after the step.
+Not a finding: rewriting the gradient before the update consumes it (projection onto constraints, in-place
+clipping), which is how a program prepares its update.
 
-Fix: read or copy gradients right after backward, before the optimizer step.
+Fix: read or copy gradients before the step, or give the optimizer its own state buffers.
 
     tape.backward(loss)
-    logged = [p.grad.numpy().copy() for p in params]
-    optimizer.step()
+    logged = [np.linalg.norm(p.grad.numpy()) for p in params]   # read first
+    optimizer.step()                                            # then let the update consume them
 """
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
-    affected = [p for p in trace.params if any(q.mutated for q in p.passes)]
-    sizes = family_sizes(p.name for p in trace.params)
+    hits = [(record, rewrite) for record in trace.passes for rewrite in record.rewrites]
     findings = []
-    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
-        worst = max(members, key=lambda p: max(abs((q.readout_norm or 0) - q.norm) for q in p.passes))
-        first = next(i for i, q in enumerate(worst.passes) if q.mutated)
-        q = worst.passes[first]
-        who = family_prefix(len(members), sizes[fam], fam)
+    for _fam, members in group_by_family(hits, key=lambda h: h[1].subject).items():
+        record, first = members[0]
+        subjects = list(dict.fromkeys(r.subject for _rec, r in members))
+        others = f" (and {len(subjects) - 1} more of the family)" if len(subjects) > 1 else ""
         findings.append(
             Finding(
                 check=NAME,
                 severity=Severity.ERROR,
-                subject=worst.subject,
+                subject=first.subject,
                 message=(
-                    f"{who}backward produced norm {q.norm:.4g}, but after after_backward() the buffer holds norm "
-                    f"{q.readout_norm:.4g} (pass {first + 1}): something wrote into the gradient before it was read"
+                    f"{first.subject}{others}: backward #{record.index} produced norm {first.produced_norm:.4g}, then "
+                    f"{first.writer} updated the param and rewrote its gradient in place, and {first.reader} read "
+                    f"norm {first.read_norm:.4g}: whatever reads it sees another gradient "
+                    f"({len(members)} of {trace.backwards or len(trace.passes)} {trace.units})"
                 ),
                 hint="read or copy gradients before the optimizer step, or give the optimizer its own state buffers",
                 evidence={
-                    "first_pass": first + 1,
-                    "backward_norms": [p.norm for p in worst.passes],
-                    "readout_norms": [p.readout_norm for p in worst.passes],
-                    "affected": [m.subject for m in members],
+                    "first_pass": record.index,
+                    "writer": first.writer,
+                    "reader": first.reader,
+                    "produced_norm": first.produced_norm,
+                    "read_norm": first.read_norm,
+                    "iterations": [rec.index for rec, _r in members][:50],
+                    "affected": subjects,
                 },
             )
         )

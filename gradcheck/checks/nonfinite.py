@@ -38,9 +38,11 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     affected = [p for p in trace.params if any(q.has_grad and q.nonfinite for q in p.passes)]
     sizes = family_sizes(p.name for p in trace.params)
     findings = []
-    for fam, members in group_by_family(affected, key=lambda p: p.name).items():
-        worst = max(members, key=lambda p: max(q.nonfinite for q in p.passes))
-        findings.append(_finding(trace, fam, members, sizes[fam], worst))
+    for params in (True, False):  # a param's NaN is an error; a leaf's (nothing updates it) an info
+        chosen = [p for p in affected if p.is_param == params]
+        for fam, members in group_by_family(chosen, key=lambda p: p.name).items():
+            worst = max(members, key=lambda p: max(q.nonfinite for q in p.passes))
+            findings.append(_finding(trace, fam, members, sizes[fam], worst))
     if not findings:
         findings.extend(_loss_finding(trace))
     return tuple(findings)
@@ -52,24 +54,26 @@ def _loss_finding(trace: Trace) -> list[Finding]:
     if not bad:
         return []
     first = bad[0]
+    unit = trace.unit
     return [
         Finding(
             check=NAME,
             severity=Severity.ERROR,
             subject="loss",
-            message=f"the loss is {trace.passes[first].loss} on {len(bad)} of {len(trace.passes)} passes (from pass "
-            f"{first + 1}) while every gradient is finite: the bad term is one no param reaches",
+            message=f"the loss is {trace.passes[first].loss} on {len(bad)} of {len(trace.passes)} {trace.units} (from "
+            f"{unit} {trace.passes[first].index}) while every gradient is finite: the bad term is one no param reaches",
             hint="look for a term of the loss that does not depend on the params: a NaN constant, an uninitialised "
             "or stale buffer added to the loss; --trace-nonfinite names the first operation that produced it",
-            evidence={"first_pass": first + 1, "losses": [r.loss for r in trace.passes]},
+            evidence={"first_pass": trace.passes[first].index, "losses": [r.loss for r in trace.passes]},
         )
     ]
 
 
 def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int, worst: ParamTrace) -> Finding:
-    first = next(i for i, q in enumerate(worst.passes) if q.has_grad and q.nonfinite)
-    record = worst.passes[first]
-    loss = trace.passes[first].loss if first < len(trace.passes) else None
+    record = next(q for q in worst.passes if q.has_grad and q.nonfinite)
+    first = record.index
+    at = trace.record(first)
+    loss = at.loss if at is not None else None
     loss_finite = loss is not None and math.isfinite(loss)
     who = family_prefix(len(members), family_size, fam)
     where = (
@@ -78,18 +82,22 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         if loss_finite
         else "the forward loss was not finite either: the forward pass already produced it"
     )
+    leaf = "" if worst.is_param else "; no launch was seen updating it from its gradient, so training is unharmed"
+    where_in = f" ({at.site})" if at is not None and at.site and not trace.fixed_params else ""
     return Finding(
         check=NAME,
-        severity=Severity.ERROR,
+        severity=Severity.ERROR if worst.is_param else Severity.INFO,
         subject=worst.subject,
-        message=f"{who}{record.nan} NaN and {record.inf} Inf of {record.nonzero} nonzero values from pass "
-        f"{first + 1} on; {where}",
+        message=f"{who}{record.nan} NaN and {record.inf} Inf of {record.nonzero} nonzero values from {trace.unit} "
+        f"{first}{where_in} on; {where}{leaf}",
         hint=(
             "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
             "does not: add an eps or branch); --trace-nonfinite names the first operation that produced it"
         ),
         evidence={
-            "first_pass": first + 1,
+            "first_pass": first,
+            "site": at.site if at is not None else None,
+            "role": worst.role,
             "nan": [q.nan for q in worst.passes],
             "inf": [q.inf for q in worst.passes],
             "loss_finite": loss_finite,

@@ -33,8 +33,9 @@ def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding
     if not losses or max(losses) == 0:
         return ()
     loss = max(losses)
-    tiny = [(p, s) for p in trace.params if (s := _sensitivity(p, loss)) is not None and s < options.vanishing]
-    sizes = family_sizes(p.name for p in trace.params)
+    params = [p for p in trace.params if p.is_param]
+    tiny = [(p, s) for p in params if (s := _sensitivity(p, loss)) is not None and s < options.vanishing]
+    sizes = family_sizes(p.name for p in params)
     findings = []
     for fam, members in group_by_family(tiny, key=lambda t: t[0].name).items():
         param, sens = min(members, key=lambda t: t[1])

@@ -5,13 +5,18 @@ sees the later launch's values: the gradient mixes steps. Typical cause: scratch
 every step of a rollout (stock Newton SolverFeatherstone's ``solver.J``/``P``/``H``/``L``). Rewrites
 with identical values (forward kinematics recomputing the same ``body_q``) are harmless and only
 listed in the evidence of the other findings.
+
+A hazard needs the earlier launch to *read* the array's values (its code loads them): a launch that only
+accumulates into an array (``wp.atomic_add(loss, 0, v)`` every frame into one loss, as Newton's diffsim examples
+do) never needs them back, so a later rewrite cannot reach its gradient. Seen by the observer while the forward
+records (gradcheck.observe.rewrites), under ``gradcheck run`` and ``gradcheck exec`` alike.
 """
 
 from __future__ import annotations
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
-from gradcheck.model.trace import Trace
+from gradcheck.model.trace import Rewrite, Trace
 
 NAME = "write-after-read"
 SUMMARY = "no array may be rewritten with different values after an earlier launch on the tape read it"
@@ -34,15 +39,15 @@ recompute the values inside the kernel that reads them.
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
-    replay = trace.replay
-    if replay is None or replay.skipped or not replay.hazards:
+    hazards, harmless = _merged(trace, "hazards"), _merged(trace, "identical")
+    if not hazards:
         return ()
     identical = [
         {"arrays": fam, "count": sum(r.count for r in members), "writers": sorted({r.writer for r in members})}
-        for fam, members in group_by_family(replay.identical, key=lambda r: r.array).items()
+        for fam, members in group_by_family(harmless, key=lambda r: r.array).items()
     ]
     findings = []
-    for fam, rewrites in group_by_family(replay.hazards, key=lambda r: r.array).items():
+    for fam, rewrites in group_by_family(hazards, key=lambda r: r.array).items():
         count = sum(r.count for r in rewrites)
         arrays = sorted({r.array for r in rewrites})
         kernels = sorted(
@@ -76,3 +81,14 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
             )
         )
     return tuple(findings)
+
+
+def _merged(trace: Trace, kind: str) -> list[Rewrite]:
+    """One Rewrite per (array, reader, writer) over every recording watched (the largest count seen)."""
+    found: dict[tuple[str, str, str], Rewrite] = {}
+    for record in trace.passes:
+        for rewrite in getattr(record, kind):
+            key = (rewrite.array, rewrite.reader, rewrite.writer)
+            if key not in found or rewrite.count > found[key].count:
+                found[key] = rewrite
+    return list(found.values())

@@ -4,6 +4,10 @@
 buffer it misses (reached through an array of structs, zeroed by hand for the params only,
 ``tape.zero()`` called before backward) keeps its values, and the next backward that touches it
 adds to them. Each survivor is named by path; indexed families (one per state) are grouped.
+
+The zero step is whatever the program does: ``tape.zero()``/``reset()``, a scenario's ``zero(tape)``, or, for a
+program that starts a new iteration without either (a fresh tape, gradients zeroed by hand), nothing: its
+buffers are then audited when the next iteration's backward starts, on what the last backward left in them.
 """
 
 from __future__ import annotations
@@ -36,19 +40,30 @@ Fix: call tape.zero() after reading gradients, and zero what it cannot reach you
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     first_seen: dict[str, int] = {}
+    steps: dict[str, str] = {}
     latest: dict[str, Survivor] = {}
     history: dict[str, list[float]] = {}
-    for record in trace.passes:
+    for position, record in enumerate(trace.passes):
         for s in record.survivors:
             first_seen.setdefault(s.subject, record.index)
+            steps.setdefault(s.subject, _zero_step(trace, record, position))
             latest[s.subject] = s
-            history.setdefault(s.subject, [0.0] * (record.index - 1)).append(s.norm)
+            history.setdefault(s.subject, [0.0] * position).append(s.norm)
     findings = []
     for fam, members in group_by_family(latest.values(), key=lambda s: s.subject).items():
         worst = max(members, key=lambda s: s.norm)
-        finding = _finding(trace, fam, members, worst, first_seen[worst.subject], history[worst.subject])
+        step = steps[worst.subject]
+        finding = _finding(trace, fam, members, worst, first_seen[worst.subject], history[worst.subject], step)
         findings.append(_harmless(finding) if _refilled(trace, members, first_seen) else finding)
     return tuple(findings)
+
+
+def _zero_step(trace: Trace, record, position: int) -> str:
+    """What the program did to clear the gradients after this record's backward."""
+    if record.zero_step:
+        return record.zero_step
+    following = trace.passes[position + 1].index if position + 1 < len(trace.passes) else record.index + 1
+    return f"{trace.unit} #{record.index}, with no zero step before {trace.unit} #{following}"
 
 
 def _refilled(trace: Trace, members: list[Survivor], first_seen: dict[str, int]) -> bool:
@@ -75,11 +90,13 @@ def _harmless(finding: Finding) -> Finding:
     )
 
 
-def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float]):
+def _finding(
+    trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float], step: str
+) -> Finding:
     others = f"{len(members)} arrays {fam}, worst shown: " if len(members) > 1 else ""
     via = worst.reached_via + (", seeded with tape.backward(grads=...)" if worst.seeded else "")
     message = (
-        f"{others}nonzero after {trace.zero_step} from pass {first} on: norm {worst.norm:.4g}, "
+        f"{others}nonzero after {step} from {trace.unit} {first} on: norm {worst.norm:.4g}, "
         f"{worst.nonzero} of {worst.size} values (reached via {via}); "
         + (
             "a backward seeded through grads= overwrites it, any other backward that reaches it adds to it"
@@ -95,8 +112,9 @@ def _finding(trace: Trace, fam: str, members: list[Survivor], worst: Survivor, f
         severity=Severity.WARNING,
         subject=worst.subject,
         message=message,
-        hint=_hint(trace, worst),
+        hint=_hint(step, worst),
         evidence={
+            "zero_step": step,
             "first_pass": first,
             "norms_after_zero": norms,
             "reached_via": worst.reached_via,
@@ -118,7 +136,7 @@ def upstream_bug(trace: Trace, survivor: Survivor) -> KnownBug | None:
     return None
 
 
-def _hint(trace: Trace, survivor: Survivor) -> str:
+def _hint(step: str, survivor: Survivor) -> str:
     if survivor.seeded:
         return (
             f"clear the gradients of the arrays you seed with tape.backward(grads=...) too: "
@@ -129,6 +147,6 @@ def _hint(trace: Trace, survivor: Survivor) -> str:
             "tape.zero() does not follow the records of an array of structs: zero these gradients yourself "
             f"({(survivor.aliases or (survivor.subject,))[0]}.zero_()) after reading them"
         )
-    if trace.zero_step == "tape.zero()":
+    if step.startswith("tape.zero()"):
         return f"tape.zero() misses this buffer: call {survivor.subject}.zero_() after reading gradients"
-    return "the zero step misses this buffer: call tape.zero() after reading gradients"
+    return "the zero step misses this buffer: call tape.zero() on the tape that ran backward, after reading gradients"

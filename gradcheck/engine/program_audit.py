@@ -1,11 +1,11 @@
-"""``gradcheck exec``: run an unmodified program with its tapes audited, and report it as one scenario.
+"""``gradcheck exec`` and ``gradcheck.audit()``: a program nobody rewrote, watched by the one observer.
 
 The program runs in this process, as ``python script.py ARGS`` or ``python -m module ARGS`` would run it
-(runpy, ``sys.argv``, ``sys.path[0]``), its output untouched; gradcheck.probes.tape_audit records every
-``tape.backward`` and ``tape.zero``; this module turns the records into findings (each with the iteration and
-the call site in its evidence) and one ScenarioResult: ``name`` the script or module, ``passes`` the backward
-calls seen. A program that fails (an exception, a nonzero exit status) is exit 3 with its status and last
-error line, its audit still reported; Ctrl-C reports what ran.
+(runpy, ``sys.argv``, ``sys.path[0]``), its output untouched, with gradcheck.observe's Observer installed: the same
+observer, the same checks and the same severities as ``gradcheck run``; an iteration is one backward. The result
+is one ScenarioResult: ``name`` the script or module, ``passes`` the backwards seen. A program that fails (an
+exception, a nonzero exit status) is exit 3 with its status and last error line, its audit still reported;
+Ctrl-C reports what ran. ``ProgramAudit`` is the same for code in this process (a notebook, a test suite).
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import runpy
 import sys
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from gradcheck.engine import verdict
 from gradcheck.model.exit_codes import ExitCode
-from gradcheck.model.findings import Finding, Severity
-from gradcheck.model.report import ParamSummary, ScenarioResult
-
-MAX_NORM = 1e6  # explosion, as `gradcheck run --max-norm`
+from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.report import ScenarioResult
 
 
 @dataclass(frozen=True)
@@ -39,21 +38,19 @@ class ProgramRun:
 def run_program(target: str, args: list[str], module: bool = False) -> ProgramRun:
     """Run ``target`` (a script path, or a module name with ``module``) as ``__main__`` with ``args``."""
     from gradcheck.engine.interrupts import Interrupted, watch
+    from gradcheck.observe import DanglingAdjointStop
 
     saved_argv, saved_path, saved_stderr = sys.argv[:], sys.path[:], sys.stderr
     sys.stderr = tail = _LastLine(sys.stderr)
     started = time.perf_counter()
-    from gradcheck.probes.tape_audit import DanglingAdjointStop
-
     status = error = trace = interrupted = None
     stopped = False
     try:
         with watch():
+            sys.argv = [target, *args]
             if module:
-                sys.argv = [target, *args]
                 runpy.run_module(target, run_name="__main__", alter_sys=True)
             else:
-                sys.argv = [target, *args]
                 sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
                 runpy.run_path(target, run_name="__main__")
     except Interrupted as exc:
@@ -90,81 +87,143 @@ class _LastLine:
 
 
 def audit_program(
-    target: str, args: list[str], module: bool = False, keep_going: bool = False
+    target: str, args: list[str], module: bool = False, keep_going: bool = False, checks: CheckOptions = DEFAULT_CHECKS
 ) -> tuple[ScenarioResult, ProgramRun]:
-    from gradcheck.probes.tape_audit import TapeAudit
-
-    def roots() -> dict:
-        """Where the program keeps its state right now: its globals (runpy makes it sys.modules["__main__"]),
-        then the locals of every frame on the stack, outermost first (Newton's example runner keeps
-        ``example`` in a local of ``newton.examples.run``); the first name for an object wins."""
-        import inspect
-
-        main = sys.modules.get("__main__")
-        found = dict(getattr(main, "__dict__", {}) or {})
-        own = ("__main__", target) if module else ("__main__",)
-        frames = []
-        frame = inspect.currentframe()
-        while frame is not None:
-            if (frame.f_globals.get("__name__", "") or "").split(".")[0] not in ("gradcheck", "warp", "runpy"):
-                frames.append(frame)
-            frame = frame.f_back
-        for frame in reversed(frames):
-            for key, value in frame.f_locals.items():
-                found.setdefault(key, value)
-        # the program's own objects before the libraries' (a viewer holding the model): names start there
-        return dict(sorted(found.items(), key=lambda kv: not type(kv[1]).__module__.startswith(own)))
-
-    from gradcheck.probes.allocations import AllocationLedger
-
-    ledger = AllocationLedger().install()
-    audit = TapeAudit(roots=roots, ledger=ledger, keep_going=keep_going)
-    try:
-        with audit.installed():
-            run = run_program(target, args, module)
-    finally:
-        ledger.uninstall()
-    name = target if module or not args or args[0].startswith("-") else target
-    if module and args and not args[0].startswith("-"):
-        name = f"{target} {args[0]}"  # `-m newton.examples diffsim_ball`: the example, not the runner
-    return replace(program_result(audit, run), name=name, spec=name), run
-
-
-def program_result(audit, run: ProgramRun) -> ScenarioResult:
-    findings = tuple(_findings(audit))
-    error = code = None
+    """Run the program under the observer; (its result, how it ran)."""
+    name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
+    own = ("__main__", target) if module else ("__main__",)
+    audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going)
+    with audit:
+        run = run_program(target, args, module)
     notes = []
     if run.stopped:
         notes.append(run.error)
-    elif run.interrupted is None and run.status not in (None, 0):
+    elif audit.observer.backwards and any(r.backward_skipped for r in audit.trace().passes):
+        notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
+    error = code = None
+    if not run.stopped and run.interrupted is None and run.status not in (None, 0):
         status = f"exited with status {run.status}" if isinstance(run.status, int) else "exited"
         error = f"{run.target}: the program {status}" + (f": {run.error}" if run.error else "")
         code = ExitCode.SCENARIO_ERROR
-    if any(b.skipped for b in audit.backwards) and not run.stopped:
-        notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
-    if audit.graph_replays:
-        unaudited = audit.graph_replays - audit.audited_replays
-        notes.append(
-            f"{audit.graph_replays} graph replay(s) (wp.capture_launch): {audit.audited_replays} audited as a "
-            "backward of the tape captured in the graph"
-            + (f", {unaudited} unaudited (no backward seen before them)" if unaudited else "")
-        )
-    if not audit.backwards:
-        notes.append("the program never called tape.backward: nothing to audit")
-    return ScenarioResult(
-        spec=run.target,
-        name=run.target,
-        device=_device(),
-        passes=len(audit.backwards),
-        params=_params(audit, findings),
-        findings=findings,
+    result = audit.result(
+        checks,
+        spec=name,
+        name=name,
         error=error,
         error_code=code,
         traceback=run.traceback,
         seconds=run.seconds,
-        losses=tuple(b.loss for b in audit.backwards),
         notes=tuple(notes),
     )
+    return result, run
+
+
+class ProgramAudit:
+    """The observer around code of this process: ``with ProgramAudit(roots): ...``, then ``result()``.
+
+    ``roots()`` returns {name: object} where the program keeps its state (for names); ``params``: arrays the caller
+    declares as parameters ({key: array}), judged as a scenario's params() are."""
+
+    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False):
+        self._roots, self._params, self._stop = roots, params, stop_on_dangling
+        self.observer = None
+        self._ledger = None
+        self._trace = None
+
+    def __enter__(self) -> ProgramAudit:
+        from gradcheck.observe import Observer
+        from gradcheck.probes.allocations import AllocationLedger
+
+        self._ledger = AllocationLedger().install()
+        self.observer = Observer(
+            roots=lambda: [program_object(group) for group in self._roots()],
+            device=None,
+            ledger=self._ledger,
+            stop_on_dangling=self._stop,
+            auto_iterations=True,
+            fixed_params=False,
+        )
+        if self._params:
+            self.observer.declare(dict(self._params))
+        self._installed = self.observer.installed()
+        self._installed.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._installed.__exit__(*exc)
+            self.observer.finish()
+        finally:
+            self._ledger.uninstall()
+
+    def trace(self):
+        from gradcheck.model.trace import Trace
+        from gradcheck.probes.warp_compat import warp_version
+
+        if self._trace is None:
+            self._trace = Trace(
+                scenario="program", fault=None, device=_device(), warp_version=warp_version(),
+                **self.observer.trace_fields(),
+            )  # fmt: skip
+        return self._trace
+
+    def result(self, checks: CheckOptions = DEFAULT_CHECKS, **fields) -> ScenarioResult:
+        trace = self.trace()
+        notes = list(fields.pop("notes", ()))
+        observer = self.observer
+        if observer.graph_replays:
+            unaudited = observer.graph_replays - observer.audited_replays
+            notes.append(
+                f"{observer.graph_replays} graph replay(s) (wp.capture_launch): {observer.audited_replays} audited as "
+                "a backward of the tape captured in the graph"
+                + (f", {unaudited} unaudited (no backward seen before them)" if unaudited else "")
+            )
+        if not observer.backwards:
+            notes.append("the program never called tape.backward: nothing to audit")
+        fields.setdefault("device", trace.device)
+        return verdict.result(trace, verdict.judge(trace, checks), notes=tuple(notes), **fields)
+
+
+def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
+    """Where the program keeps its state right now, long-lived first: its globals (runpy makes it
+    sys.modules["__main__"]), then the locals of every frame on the stack from the outermost in (Newton's example
+    runner keeps ``example`` in a local of ``newton.examples.run``). Names come from the earliest group that
+    reaches an array, so ``example.states[0].particle_qd`` wins over ``param``, a local of the function running
+    now; within a group, the program's own objects before the libraries' (a viewer holding the model)."""
+    import inspect
+
+    main = sys.modules.get("__main__")
+    groups = [dict(getattr(main, "__dict__", {}) or {})]
+    frames = []
+    frame = inspect.currentframe()
+    while frame is not None:
+        if (frame.f_globals.get("__name__", "") or "").split(".")[0] not in ("gradcheck", "warp", "runpy"):
+            frames.append(frame)
+        frame = frame.f_back
+    seen = {id(v) for v in groups[0].values()}
+    for frame in reversed(frames):
+        fresh = {k: v for k, v in frame.f_locals.items() if id(v) not in seen}
+        seen |= {id(v) for v in fresh.values()}
+        if fresh:
+            groups.append(fresh)
+    del frames, frame
+    return [dict(sorted(g.items(), key=lambda kv: not type(kv[1]).__module__.startswith(own))) for g in groups]
+
+
+class _Program:
+    """The program's globals as one object to walk, so names read ``example.states[0]``, not ``['example']``."""
+
+    __module__ = "program"
+
+
+def program_object(roots: dict):
+    import types
+
+    program = _Program()
+    for key, value in roots.items():
+        if not key.startswith("__") and not isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            setattr(program, key, value)
+    return program
 
 
 def _device() -> str | None:
@@ -174,155 +233,3 @@ def _device() -> str | None:
         return str(wp.get_device())
     except Exception:  # noqa: BLE001 - the report says "?" rather than fail
         return None
-
-
-def _params(audit, findings) -> tuple[ParamSummary, ...]:
-    flagged: dict[str, set] = {}
-    for f in findings:
-        for subject in f.evidence.get("subjects", [f.subject]):
-            flagged.setdefault(subject, set()).add(f.check)
-    history: dict[str, list] = {}
-    for event in audit.backwards:
-        for sample in event.grads:
-            history.setdefault(sample.subject, []).append(sample)
-    return tuple(
-        ParamSummary(
-            name=subject.removesuffix(".grad"),
-            subject=subject,
-            shape=samples[-1].shape,
-            dtype=samples[-1].dtype,
-            norms=tuple(s.norm if not (s.nan or s.inf) else float("nan") for s in samples),
-            verdict=", ".join(sorted(flagged.get(subject, ()))) or "ok",
-        )
-        for subject, samples in history.items()
-    )
-
-
-def _findings(audit):
-    """One finding per (check, subject), at its first iteration, with every iteration it was seen on."""
-    seen: dict[tuple[str, str], list] = {}
-
-    def note(check, subject, iteration, site, detail=None):
-        seen.setdefault((check, subject), []).append((iteration, site, detail))
-
-    history: dict[str, list[float]] = {}  # finite nonzero norms so far, per gradient
-    for event in audit.backwards:
-        for residue in event.residue:
-            if residue.params_moved:
-                note("accumulation", residue.subject, event.iteration, event.site, residue)
-        for changed in event.changed:
-            note("changed-before-backward", changed.subject, event.iteration, event.site, changed)
-        for rewrite in event.rewrites:
-            note("mutated-gradient", rewrite.subject, event.iteration - 1, event.site, rewrite)
-        for pointer in event.pointers:
-            note(pointer.check, pointer.subject, event.iteration, event.site, (pointer, event.skipped))
-        for sample in event.grads:
-            if sample.nan or sample.inf:
-                note("nonfinite", sample.subject, event.iteration, event.site, (sample, event.loss))
-            elif _blew_up(sample, history.get(sample.subject, [])):
-                note("explosion", sample.subject, event.iteration, event.site, sample)
-            if sample.norm and not (sample.nan or sample.inf):
-                history.setdefault(sample.subject, []).append(sample.norm)
-    for zero in audit.zeros:
-        for survivor in zero.survivors:
-            note("zero-audit", survivor.subject, zero.after_iteration, zero.site, survivor)
-    zeros_only = {}
-    for event in audit.backwards:
-        for sample in event.grads:
-            zeros_only.setdefault(sample.subject, []).append(sample.nonzero == 0 and not (sample.nan or sample.inf))
-    for (check, subject), hits in seen.items():
-        yield _finding(check, subject, hits, len(audit.backwards))
-    unreached = [subject for subject, zeros in zeros_only.items() if zeros and all(zeros)]
-    if unreached:  # one info for all of them: gradcheck inferred these leaves, the program never named them
-        shown = ", ".join(unreached[:5]) + (f" and {len(unreached) - 5} more" if len(unreached) > 5 else "")
-        yield Finding(
-            check="missing-gradient",
-            severity=Severity.INFO,
-            subject=unreached[0],
-            message=f"{len(unreached)} leaf array(s) that require grad have a gradient of exactly zero after every "
-            f"backward they took part in: {shown}; the loss does not depend on them (often model constants)",
-            hint="nothing, if they are not meant to be learned; else check the launches between them and the loss",
-            evidence={"subjects": unreached, "iteration": 1, "site": audit.backwards[0].site},
-        )
-
-
-def _blew_up(sample, earlier: list[float]) -> bool:
-    """Above --max-norm's default and a thousand times its own median so far: a sudden blow-up, reported as an
-    info. Exec infers its params and they move under the program's optimizer: Newton's drone MPC jumps from 15 to
-    3.6e6 on the body inertia's gradient when a freshly sampled trajectory meets the 1e4 collision penalty, which
-    is its physics, not a bug. (`gradcheck run` judges explosion at fixed params, where it means more.)"""
-    if sample.norm <= MAX_NORM or len(earlier) < 3:
-        return False
-    ordered = sorted(earlier)
-    return sample.norm > 1e3 * ordered[len(ordered) // 2]
-
-
-def _finding(check: str, subject: str, hits: list, backwards: int) -> Finding:
-    iteration, site, detail = hits[0]
-    iterations = [h[0] for h in hits]
-    where = f" (iteration {iteration}, {site})" if site else f" (iteration {iteration})"
-    evidence = {"iteration": iteration, "site": site, "iterations": iterations[:50], "count": len(hits)}
-    if check == "accumulation":
-        message = (
-            f"{subject} already holds a gradient (norm {detail.norm:.4g}) when backward #{iteration} starts{where}, "
-            "left by an earlier backward at other param values: this backward adds to it "
-            f"({len(hits)} of {backwards} backwards)"
-        )
-        hint = "zero every gradient the tape reaches between optimizer steps: tape.zero() on the tape that recorded it"
-        severity = Severity.ERROR
-    elif check == "changed-before-backward":
-        message = (
-            f"{subject} changed after the forward recorded it and before backward #{iteration}{where}; backward "
-            f"differentiated other values than the forward saw (read by {', '.join(detail.readers)})"
-        )
-        hint = f"change {subject} only after tape.backward, or record the forward again"
-        severity = Severity.ERROR
-    elif check == "mutated-gradient":
-        writers = ", ".join(detail.writers[:3]) or "code outside a kernel launch"
-        message = (
-            f"{subject} was rewritten in place after backward #{iteration} and before the next zero or backward, "
-            f"by {writers}: whatever reads it afterwards (logging, clipping stats) sees another gradient"
-        )
-        hint = "read or log the gradient before the optimizer step, or keep the optimizer's state in its own buffer"
-        severity = Severity.WARNING
-    elif check == "nonfinite":
-        sample, loss = detail
-        finite = loss is not None and loss == loss and abs(loss) != float("inf")
-        message = (
-            f"{subject} has {sample.nan} NaN and {sample.inf} Inf of {sample.size} values after backward "
-            f"#{iteration}{where}; "
-            + (f"the loss was finite ({loss:.6g}): backward alone produced it" if finite else "the loss was not finite")
-        )
-        hint = "guard the operation whose derivative is singular (sqrt, length, normalize at 0; log of 0)"
-        severity = Severity.ERROR
-        evidence["loss_finite"] = finite
-    elif check == "explosion":
-        message = (
-            f"{subject} has norm {detail.norm:.4g} after backward #{iteration}{where}, over {MAX_NORM:g} and a "
-            "thousand times its median on the backwards before"
-        )
-        hint = "if it is not expected (a contact, a penalty switching on), shorten the horizon or clip the gradient"
-        severity = Severity.INFO  # params move under an optimizer: a spike can be the program's own physics
-    elif check == "zero-audit":
-        message = (
-            f"{subject} is still nonzero ({detail.nonzero} of {detail.size} values, norm {detail.norm:.4g}) after "
-            f"tape.zero(){' at ' + site if site else ''}, following backward #{iteration}: the next backward adds to it"
-        )
-        hint = f"zero {subject} yourself after tape.zero() (a struct field or an array the tape does not track)"
-        severity = Severity.ERROR
-    elif check in ("stale-adjoint", "dangling-adjoint"):
-        pointer, skipped = detail
-        if check == "dangling-adjoint":
-            what = "backward was not launched (--keep-going)" if skipped else "gradcheck stopped the program there"
-            message = (
-                f"{subject} in a struct the tape uses points at freed memory before backward #{iteration}{where}: "
-                f"backward would write the gradient there ({pointer.detail}); {what}"
-            )
-        else:
-            message = (
-                f"{subject} in a struct the tape uses is not the live array's gradient before backward "
-                f"#{iteration}{where}: backward writes the gradient into another buffer ({pointer.detail})"
-            )
-        hint = "assign the array to the struct field again after changing its requires_grad or .grad"
-        severity = Severity.ERROR
-    return Finding(check=check, severity=severity, subject=subject, message=message, hint=hint, evidence=evidence)

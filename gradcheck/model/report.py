@@ -25,6 +25,7 @@ class ParamSummary:
     norms: tuple[float, ...]  # gradient L2 norm per pass, read right after backward
     verdict: str  # "ok" or the names of the checks that flagged it
     clipped_norms: tuple[float | None, ...] = ()  # after --clip-norm, per pass (empty without it)
+    role: str = "declared"  # declared (params()) | updated (the program updated it from its gradient) | leaf
 
     @property
     def ratio(self) -> float:
@@ -41,6 +42,7 @@ class ParamSummary:
             "norms": [_json_float(n) for n in self.norms],
             "ratio": _json_float(self.ratio),
             "verdict": self.verdict,
+            "role": self.role,
         } | ({"clipped_norms": [_json_float(n) for n in self.clipped_norms]} if self.clipped_norms else {})
 
 

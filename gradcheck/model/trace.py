@@ -29,6 +29,7 @@ class ParamPass:
     readout_norm: float | None = None  # after after_backward(): what the user's loop reads (None: no after_backward)
     readout_checksum: int | None = None
     clipped_norm: float | None = None  # after gradcheck's own --clip-norm step
+    index: int = 0  # the PassRecord (pass, or backward) this was read after
 
     @property
     def mutated(self) -> bool:
@@ -36,18 +37,42 @@ class ParamPass:
         return self.readout_checksum is not None and self.readout_checksum != self.checksum
 
 
+# How an array came to be judged as a parameter: evidence, not the command that ran the program.
+DECLARED = "declared"  # the program said so: a scenario's params(), gradcheck.audit(params=...)
+UPDATED = "updated"  # the program used its gradient to update it (a launch that takes x.grad and writes x)
+LEAF = "leaf"  # requires grad and is read by the tape, but nothing seen updates it: perhaps a constant
+
+
+@dataclass(frozen=True)
+class NormSample:
+    """One point of a gradient's history: which backward, its norm, and the loss of that backward."""
+
+    backward: int
+    norm: float
+    loss: float | None
+
+
 @dataclass(frozen=True)
 class ParamTrace:
-    name: str  # key in the scenario's params()
+    name: str  # key in the scenario's params(), or the path the program keeps the array at
     subject: str  # path of its gradient as the user's code spells it, e.g. "states[0].joint_q.grad"
     shape: tuple
     dtype: str
-    passes: tuple[ParamPass, ...]
+    passes: tuple[ParamPass, ...]  # one per kept PassRecord it was measured on, in order
     value_norm: float = float("nan")  # L2 norm of the param's values (restored to these every pass)
+    role: str = DECLARED  # DECLARED | UPDATED | LEAF
+    # a bounded sample of the whole history (long runs keep the first, the last and every 2^k-th point)
+    history: tuple[NormSample, ...] = ()
+    peak: NormSample | None = None  # the largest finite norm on any backward
+    measured: int = 0  # backwards it was measured after (≥ len(passes) when a long run dropped records)
 
     @property
     def norms(self) -> tuple[float, ...]:
         return tuple(p.norm for p in self.passes)
+
+    @property
+    def is_param(self) -> bool:
+        return self.role != LEAF
 
 
 @dataclass(frozen=True)
@@ -86,8 +111,53 @@ class PointerIssue:
 
 
 @dataclass(frozen=True)
+class Residue:
+    """Gradient an earlier backward left in a buffer, still there when a backward of a later iteration starts.
+
+    Recorded only across an iteration boundary (the params moved since, or the driver started a new pass): several
+    backwards at the same params before one update is deliberate accumulation, not residue."""
+
+    subject: str  # the gradient buffer
+    norm: float
+    nonzero: int
+    role: str  # "param": a param's own gradient | "upstream": this backward propagates it into params | "other"
+    feeds: tuple[str, ...]  # the params' gradients this backward adds it into (its own, for a param)
+    left_by: int  # the backward that left it
+    kept: bool  # this backward left the buffer bit-identical (refilled or untouched): nothing was added
+
+
+@dataclass(frozen=True)
+class GradientRewrite:
+    """A param's gradient rewritten by the update that consumed it, then read: the read saw another gradient."""
+
+    subject: str
+    writer: str  # the launch that updated the param and rewrote its gradient, with its call site
+    reader: str  # what read the gradient afterwards
+    produced_norm: float  # what backward left
+    read_norm: float  # what the reader saw
+
+
+@dataclass(frozen=True)
+class InternalError:
+    """A probe or check of gradcheck's own that raised: reported as a finding, never at the cost of the others."""
+
+    component: str  # "check accumulation", "observer: zero audit", "probe finite differences"
+    error: str  # "ValueError: ..."
+    traceback: str = ""
+
+    @classmethod
+    def of(cls, component: str, exc: BaseException) -> InternalError:
+        import traceback
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(component, f"{type(exc).__name__}: {exc}", text)
+
+
+@dataclass(frozen=True)
 class PassRecord:
-    index: int  # 1-based
+    """One iteration: a pass of ``gradcheck run``, or one backward of a program under ``gradcheck exec``."""
+
+    index: int  # 1-based: the pass, or the backward (its number among all the program's backwards)
     loss: float | None
     launches: int
     audited_buffers: int  # gradient buffers the zero audit looked at
@@ -97,6 +167,13 @@ class PassRecord:
     backward_skipped: str | None = None  # why backward was not launched on this pass
     clip_total: tuple[float, float] | None = None  # --clip-norm: global norm (before, after)
     kept_by_backward: tuple[str, ...] = ()  # the last pass's survivors this pass's backward left bit-identical
+    site: str | None = None  # file:line of the tape.backward call
+    residue: tuple[Residue, ...] = ()  # leftovers of an earlier iteration when this backward started
+    rewrites: tuple[GradientRewrite, ...] = ()  # gradients rewritten by their update and read afterwards
+    changed: tuple[ChangedInput, ...] = ()  # arrays the tape read that changed before this backward
+    hazards: tuple[Rewrite, ...] = ()  # write-after-read while this iteration's tape recorded
+    identical: tuple[Rewrite, ...] = ()  # rewrites with the very values the reader saw (harmless)
+    zero_step: str | None = None  # what cleared the gradients afterwards ("tape.zero() at train.py:40"); None: nothing
 
 
 @dataclass(frozen=True)
@@ -267,11 +344,36 @@ class Trace:
     changed_before_backward: tuple[ChangedInput, ...] | None = None
     launch_checks: BlameResult | None = None  # the per-launch adjoint test, when it ran
     warp_version: str = ""  # wp.__version__: which known upstream bugs (gradcheck.model.known_bugs) apply
+    # every pass started from the same param values (gradcheck run restores them): then pass k's gradient must
+    # equal pass 1's, and the loss must repeat. A program training under gradcheck exec moves its params.
+    fixed_params: bool = True
+    backwards: int = 0  # tape.backward calls (and graph replays) observed; ≥ len(passes) when a long run dropped some
+    internal_errors: tuple[InternalError, ...] = ()  # probes of gradcheck's own that failed on this program
 
     @property
     def loss_repeats(self) -> bool:
-        """The same params gave the same loss on every pass (bitwise on CPU; within atomics' noise on CUDA)."""
-        return losses_repeat([p.loss for p in self.passes], self.tolerance)
+        """The same params gave the same loss on every pass (bitwise on CPU; within atomics' noise on CUDA); always
+        True when the params moved between passes (there is nothing to compare)."""
+        return not self.fixed_params or losses_repeat([p.loss for p in self.passes], self.tolerance)
+
+    @property
+    def unit(self) -> str:
+        """What a report counts: "pass" when every pass restarted from the same params (gradcheck run), "backward"
+        when the program trains (gradcheck exec, audit()). Wording only: no check decides anything from it."""
+        return "pass" if self.fixed_params else "backward"
+
+    @property
+    def units(self) -> str:
+        return "passes" if self.fixed_params else "backwards"
+
+    def record(self, index: int) -> PassRecord | None:
+        """The kept record of pass (or backward) ``index``."""
+        return next((r for r in self.passes if r.index == index), None)
+
+    @property
+    def declared_params(self) -> bool:
+        """The program named its params (a scenario's params(), audit(params=...)): leaves are then not candidates."""
+        return any(p.role == DECLARED for p in self.params)
 
 
 def losses_repeat(losses, tolerance: float) -> bool:

@@ -100,6 +100,11 @@ class AllocationLedger:
         return tracked_allocate, tracked_deallocate
 
     # -- queries ------------------------------------------------------------------------------
+    @property
+    def allocations(self) -> int:
+        """How many allocations the ledger has seen: a cache of names stays valid while this does not move."""
+        return self._seq
+
     def block_at(self, ptr: int) -> Block | None:
         """The live block containing ``ptr`` (allocated while the ledger watched), or None."""
         if not ptr:

@@ -47,7 +47,8 @@ class GradientReader:
     def __init__(self, tolerance: float):
         self.tolerance = tolerance
         self._refs: dict[str, tuple[object, float]] = {}  # key → (device copy of the first gradient, its sumsq)
-        self._fresh: set[str] = set()  # keys whose reference was taken by the last measure()
+        self._pending: dict[str, tuple[object, float]] = {}  # key → the latest measured gradient of a key with no ref
+        self._fresh: set[str] = set()  # keys whose reference the last commit() took
         self._measure_plan = StatsPlan()
         self._readout_plan = StatsPlan()
 
@@ -58,7 +59,8 @@ class GradientReader:
     def measure(self, params: dict) -> dict[str, GradStats | None]:
         """Stats of each param's gradient now (None: no .grad), against its first-pass copy.
 
-        A param measured for the first time becomes its own reference (``stats.dot`` stays None).
+        A param with no reference yet keeps a copy of this gradient: the last one measured before ``commit()`` (the
+        end of the first pass, which may run several backwards) becomes its reference (``stats.dot`` stays None).
         """
         import warp as wp
 
@@ -71,12 +73,16 @@ class GradientReader:
                 ref[0] if ref is not None and ref[0].shape == grad.shape and ref[0].dtype == grad.dtype else None
             )
         stats = dict(zip(keys, self._measure_plan.table(grads, refs).rows())) if keys else {}
-        self._fresh = set()
         for key, grad in zip(keys, grads):
             if key not in self._refs:
-                self._refs[key] = (wp.clone(grad, requires_grad=False), stats[key].sumsq)
-                self._fresh.add(key)
+                self._pending[key] = (wp.clone(grad, requires_grad=False), stats[key].sumsq)
         return {k: stats.get(k) for k in params}
+
+    def commit(self) -> None:
+        """The pass ended: gradients measured for the first time become their own references."""
+        self._fresh = set(self._pending)
+        self._refs.update(self._pending)
+        self._pending = {}
 
     def readout(self, params: dict, plan: StatsPlan | None = None) -> dict[str, GradStats | None]:
         """Stats again (checksums), e.g. after after_backward(): what the user's loop reads."""

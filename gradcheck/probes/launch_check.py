@@ -75,8 +75,6 @@ class LaunchRecorder:
         self.functions[index] = (list(arrays), where)
 
     def before(self, kernel, dim, inputs, outputs, options) -> None:
-        import inspect
-
         import warp as wp
 
         from gradcheck.probes.replay_probe import fingerprint
@@ -84,8 +82,7 @@ class LaunchRecorder:
         launch = _Launch(len(self.launches), kernel, dim, inputs, outputs, options)
         launch.reads = frozenset(id(v) for v in inputs if _is_plain_array(v))
         launch.writes = frozenset(id(v) for v in outputs if _is_plain_array(v))
-        frame = inspect.currentframe().f_back.f_back  # the caller of wp.launch
-        launch.where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
+        launch.where = options.get("where")  # the caller of wp.launch
         if self.over_budget_at is None:
             for value in list(inputs) + list(outputs):
                 if not _is_plain_array(value):
@@ -679,12 +676,10 @@ def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, t
 
 def _launch_options(launch: _Launch) -> dict:
     """The launch's own device, max_blocks and block_dim (block_dim only where this Warp has it), untaped."""
-    import inspect
-
-    import warp as wp
+    from gradcheck.probes.warp_compat import launch_accepts
 
     options = {"max_blocks": launch.options["max_blocks"], "record_tape": False}
-    if launch.options.get("block_dim") and "block_dim" in inspect.signature(wp.launch).parameters:
+    if launch.options.get("block_dim") and launch_accepts("block_dim"):
         options["block_dim"] = launch.options["block_dim"]
     return options
 

@@ -70,15 +70,23 @@ class ArrayNames:
         self.structs.setdefault(id(instance), (path, instance))
 
 
-def walk(root) -> ArrayNames:
-    """Name every array reachable from ``root``'s attributes (``root`` itself is unnamed)."""
+def walk(root, *more) -> ArrayNames:
+    """Name every array reachable from ``root``'s attributes (``root`` itself is unnamed); then from each of
+    ``more`` in turn, for the arrays not named yet: a name from an earlier root wins over a shorter one from a
+    later root (the program's long-lived state before the locals of the function running now)."""
     from gradcheck.probes.warp_compat import is_array
     from gradcheck.probes.warp_compat import is_struct_instance as is_struct
 
     names = ArrayNames()
-    seen = {id(root)}
-    queue = deque((child, path, 1) for path, child in _children(root, "", is_struct))
+    seen = {id(root), *(id(r) for r in more)}
     nodes = 0
+    for start in (root, *more):
+        nodes = _breadth_first(start, names, seen, nodes, is_array, is_struct)
+    return names
+
+
+def _breadth_first(root, names: ArrayNames, seen: set, nodes: int, is_array, is_struct) -> int:
+    queue = deque((child, path, 1) for path, child in _children(root, "", is_struct))
     while queue and nodes < MAX_NODES:
         obj, path, depth = queue.popleft()
         nodes += 1
@@ -95,7 +103,7 @@ def walk(root) -> ArrayNames:
             names.add_struct(obj, path)
         for child_path, child in _children(obj, path, is_struct):
             queue.append((child, child_path, depth + 1))
-    return names
+    return nodes
 
 
 def label_launch_arguments(tape, names: ArrayNames) -> None:

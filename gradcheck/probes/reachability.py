@@ -36,13 +36,14 @@ from gradcheck.probes.warp_compat import (
 class GradBuffer:
     """One gradient buffer with where it was reached from."""
 
-    __slots__ = ("grad", "label", "reached_via", "aliases")
+    __slots__ = ("grad", "label", "reached_via", "aliases", "owner")
 
-    def __init__(self, grad, label: Callable[[], str], reached_via: str):
+    def __init__(self, grad, label: Callable[[], str], reached_via: str, owner=None):
         self.grad = grad  # a wp.array holding gradient values
         self.label = label  # fallback name when the scenario walk does not reach it ("kernel.argument.grad")
         self.reached_via = reached_via
         self.aliases: list[str] = []  # other paths to the same memory
+        self.owner = owner  # the array whose gradient this is, when known
 
     def subject(self, names: ArrayNames) -> str:
         if self.reached_via == "array of structs":
@@ -66,7 +67,11 @@ class Reachable:
         if i >= len(self._owners):
             return self._others[i - len(self._owners)]
         owner = self._owners[i]
-        return GradBuffer(self.grads[i], LaunchLabel(self._launches, owner, ".grad"), "kernel argument")
+        return GradBuffer(self.grads[i], LaunchLabel(self._launches, owner, ".grad"), "kernel argument", owner)
+
+    def owner(self, i: int):
+        """The array buffer ``i`` is the gradient of (None when it was reached by address only)."""
+        return self._owners[i] if i < len(self._owners) else self._others[i - len(self._owners)].owner
 
 
 def reachable_gradients(
@@ -85,20 +90,20 @@ def reachable_gradients(
     plain, plain_grads = arguments.plain_gradients()  # key → plain kernel argument whose .grad lives there
     found: dict[int, GradBuffer] = {}
 
-    def add(grad, label: Callable[[], str], via: str) -> GradBuffer | None:
+    def add(grad, label: Callable[[], str], via: str, owner=None) -> GradBuffer | None:
         key = grad.ptr << 64 | grad.size
         if key in plain:
             return None
         buffer = found.get(key)
         if buffer is None:
-            buffer = found[key] = GradBuffer(grad, label, via)
+            buffer = found[key] = GradBuffer(grad, label, via, owner)
         return buffer
 
     def visit(value, label: Callable[[], str], via: str, depth: int = 0) -> None:
         if isinstance(value, array_type):
             grad = value.grad
             if grad is not None and grad.ptr:
-                add(grad, _suffix(label, ".grad"), via)
+                add(grad, _suffix(label, ".grad"), via, value)
             if is_struct_type(value.dtype) and value.ptr:
                 visit_records(value, lambda: names().name(value) or label())
         elif is_struct_instance(value) and depth < 16:
@@ -120,7 +125,12 @@ def reachable_gradients(
                 if known is None:
                     continue  # unknown owner: liveness cannot be proven, so it is not read here
                 alias, grad = known
-                buffer = add(grad, _suffix(path, f".{name}.grad"), "array of structs")
+                buffer = add(
+                    grad,
+                    _suffix(path, f".{name}.grad"),
+                    "array of structs",
+                    (names().at(value.data) or (None, None))[1],
+                )
                 if buffer is not None:
                     buffer.aliases.append(alias)
 

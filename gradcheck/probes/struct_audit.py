@@ -381,6 +381,36 @@ def pointer_issue(observation: Observation) -> PointerIssue:
     )
 
 
+def is_struct_array(value) -> bool:
+    return isinstance(value, array_class()) and is_struct_type(value.dtype)
+
+
+def gradient_relevant(obj) -> bool:
+    """Does a struct instance or array of structs carry any gradient pointer (mirror or live)?"""
+    from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
+
+    if is_struct_array(obj):
+        return any(_record_has_grad(record) for _, record in struct_records(obj))
+    mirror = struct_mirror(obj)
+    for name, value, var in struct_fields(obj):
+        if is_array_var(var):
+            if int(getattr(mirror, name).grad or 0) or (value is not None and value.grad is not None):
+                return True
+        elif is_struct_instance(value) and gradient_relevant(value):
+            return True
+    return False
+
+
+def _record_has_grad(record: dict) -> bool:
+    for _var, value in record.values():
+        if isinstance(value, dict):
+            if _record_has_grad(value):
+                return True
+        elif getattr(value, "grad", 0):
+            return True
+    return False
+
+
 def _all_objects() -> list:
     """Every GC-tracked object, frozen ones included: the runner freezes the heap after setup
     (gc.freeze), and gc.get_objects() does not list the permanent generation."""

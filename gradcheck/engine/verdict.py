@@ -1,0 +1,134 @@
+"""Trace → findings → ScenarioResult: the one place a driver's evidence becomes a result.
+
+``gradcheck run`` (engine.scenario_run), ``gradcheck exec`` (engine.program_audit) and ``gradcheck.audit()`` all
+end here, so the same evidence gives the same findings and the same report rows whoever drove the program.
+"""
+
+from __future__ import annotations
+
+from gradcheck.checks import run_checks
+from gradcheck.model.findings import Finding
+from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.report import BlameSummary, ClipSummary, FDSummary, KernelBlame, ParamSummary, ScenarioResult
+from gradcheck.model.trace import Trace
+
+
+def judge(trace: Trace, checks: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
+    return run_checks(trace, checks)
+
+
+def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioResult:
+    """The ScenarioResult of a judged trace; ``fields``: spec, name, fault, device, options, seconds, notes…"""
+    notes = tuple(fields.pop("notes", ())) + notes_of(trace)
+    return ScenarioResult(
+        passes=fields.pop("passes", len(trace.passes) if trace.fixed_params else trace.backwards),
+        params=param_summaries(trace, findings),
+        findings=findings,
+        losses=fields.pop("losses", tuple(p.loss for p in trace.passes)),
+        notes=notes,
+        clip=_clip_summary(trace),
+        fd=_fd_summary(trace),
+        blame=_blame_summary(trace),
+        **fields,
+    )
+
+
+def _blame_summary(trace: Trace) -> BlameSummary | None:
+    blame = trace.launch_checks
+    if blame is None:
+        return None
+    rows: dict[str, list] = {}
+    for verdict in blame.verdicts:
+        rows.setdefault(verdict.kernel, []).append(verdict)
+    kernels = []
+    for kernel, verdicts in rows.items():
+        statuses: dict[str, int] = {}
+        for v in verdicts:
+            statuses[v.status] = statuses.get(v.status, 0) + 1
+        judged = [v for v in verdicts if v.status in ("ok", "mismatch", "assigns")]
+        worst = max(judged, key=lambda v: v.rel_error, default=None)
+        kernels.append(
+            KernelBlame(
+                kernel,
+                verdicts[0].where,
+                len(verdicts),
+                statuses,
+                worst.rel_error if worst else 0.0,
+                worst.index if worst else None,
+            )
+        )
+    kernels.sort(key=lambda k: (-(k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0)), -k.worst_rel_error))
+    return BlameSummary(blame.why, blame.skipped, blame.note, blame.seconds, tuple(kernels))
+
+
+def _fd_summary(trace: Trace) -> FDSummary | None:
+    fd = trace.fd
+    if fd is None:
+        return None
+    return FDSummary(
+        mode=fd.mode,
+        max_direction_error=fd.max_direction_error if fd.directions else None,
+        max_element_error=max((p.rel_error for p in fd.elements), default=None),
+        rollouts=fd.rollouts,
+        skipped=fd.skipped,
+        noise_floor=fd.noise_floor,
+        noise_level=fd.noise_level,
+        converged=fd.converged,
+        restored_arrays=fd.restored_arrays,
+        state_note=fd.state_note,
+    )
+
+
+def _clip_summary(trace: Trace) -> ClipSummary | None:
+    if trace.clip_norm is None:
+        return None
+    totals = [r.clip_total for r in trace.passes if r.clip_total is not None]
+    return ClipSummary(
+        max_norm=trace.clip_norm,
+        total_before=tuple(t[0] for t in totals),
+        total_after=tuple(t[1] for t in totals),
+    )
+
+
+def notes_of(trace: Trace) -> tuple[str, ...]:
+    skipped: dict[str, list[int]] = {}
+    for record in trace.passes:
+        if record.backward_skipped:
+            skipped.setdefault(record.backward_skipped, []).append(record.index)
+    return tuple(
+        f"backward not launched on pass(es) {', '.join(map(str, passes))}: {reason}"
+        for reason, passes in skipped.items()
+    )
+
+
+def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamSummary, ...]:
+    flagged: dict[str, list[str]] = {}
+    for f in findings:
+        for subject in _subjects(f):
+            flagged.setdefault(subject, [])
+            if f.check not in flagged[subject]:
+                flagged[subject].append(f.check)
+    no_backward = bool(trace.passes) and all(r.backward_skipped for r in trace.passes)
+    any_param = any(p.is_param for p in trace.params)
+    # leaves are shown when they are all there is (a program that updates nothing gradcheck saw) or when flagged
+    shown = [p for p in trace.params if p.is_param or not any_param or p.subject in flagged]
+    return tuple(
+        ParamSummary(
+            name=p.name,
+            subject=p.subject,
+            shape=p.shape,
+            dtype=p.dtype,
+            # a program that trains moves its params: its bounded history, not the few kept records
+            norms=p.norms if trace.fixed_params else tuple(s.norm for s in p.history),
+            clipped_norms=tuple(q.clipped_norm for q in p.passes) if trace.clip_norm is not None else (),
+            verdict=", ".join(flagged.get(p.subject, [])) or ("backward not run" if no_backward else "ok"),
+            role=p.role,
+        )
+        for p in shown
+    )
+
+
+def _subjects(finding: Finding) -> list[str]:
+    """Params a finding covers: its subject plus any it lists in evidence."""
+    evidence = finding.evidence
+    return [finding.subject, *(evidence.get("affected") or []), *(evidence.get("subjects") or [])]

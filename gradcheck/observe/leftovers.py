@@ -1,0 +1,117 @@
+"""What a backward leaves in the gradient buffers its tape reaches, and what the zero step leaves of it.
+
+After every backward the buffers the tape can reach (kernel arguments, struct fields, array-of-structs records,
+``tape.gradients``, the params) are known and their checksums taken (one device launch). Then:
+
+- **the zero step** (``tape.zero()``/``reset()``, a scenario's ``zero(tape)``): every one of them must be zero
+  afterwards; the nonzero ones are *survivors* (``zero-audit``). A program that never calls a zero step but starts
+  a new iteration (its params moved, or the driver started a new pass) is audited when the next backward starts,
+  on the buffers that still hold exactly what the last backward left (memory nobody zeroed before a first
+  backward, or a seed the program refills itself, is not a leftover);
+- **the next backward**: survivors that still hold their values when a backward of a later iteration starts are
+  *residue*: that backward adds to them. In a param's own gradient, or in an array that depends on a param on this
+  tape (backward propagates it into the param), residue is accumulation (``accumulation``). Survivors the backward
+  leaves bit-identical were refilled or untouched: nothing accumulated (``kept``).
+
+Cost: one statistics launch over every reachable buffer after each backward and at each zero step (buffers are
+reused while the tape passes the same arrays), one over the few survivors at the next backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gradcheck.model.trace import Survivor
+from gradcheck.probes.stats import StatsPlan
+
+
+@dataclass
+class Left:
+    """A survivor of the last zero audit, with what it held then."""
+
+    grad: object
+    owner: object
+    subject: str
+    checksum: int
+    norm: float
+    nonzero: int
+    left_by: int  # the backward that left it
+
+
+class Leftovers:
+    def __init__(self, device, names) -> None:
+        self._device, self._names = device, names
+        self._after_plan, self._audit_plan, self._check_plan = StatsPlan(), StatsPlan(), StatsPlan()
+        self._reach = None  # the buffers the last backward's tape reached
+        self._left = None  # their checksums right after that backward
+        self._reseeded: set[int] = set()  # gradient pointers every backward refills (the loss's: fill_(1.0))
+        self._seeded: set[int] = set()  # gradient pointers of tape.backward(grads=...) seeds
+        self._backward = 0
+        self._audited = True
+        self.survivors: list[Left] = []  # of the last zero audit
+        self._watched: list[Left] = []  # survivors the running backward may add to
+
+    @property
+    def audited(self) -> bool:
+        """A zero audit ran since the last backward."""
+        return self._audited
+
+    def after_backward(self, index: int, reach, reseeded: set[int], seeded: set[int]) -> None:
+        """Remember what backward ``index`` reached and left."""
+        table = self._after_plan.table(reach.grads, device=self._device)
+        self._reach, self._left = reach, table.columns["checksum"].copy()
+        self._reseeded, self._seeded, self._backward, self._audited = reseeded, seeded, index, False
+
+    def audit(self, only_left: bool = False) -> tuple[tuple[Survivor, ...], int]:
+        """The zero audit: (survivors, buffers looked at). ``only_left``: no zero step was seen, so only buffers
+        still holding what the last backward left count."""
+        if self._reach is None:
+            return (), 0
+        reach, names = self._reach, self._names
+        table = self._audit_plan.table(reach.grads, device=self._device)
+        survivors, kept = [], []
+        for i in table.nonzero_indices():
+            grad = reach.grads[i]
+            if grad.ptr in self._reseeded:
+                continue
+            stats = table.row(i)
+            if only_left and stats.checksum != int(self._left[i]):
+                continue
+            buffer = reach.buffer(i)
+            survivor = Survivor(
+                subject=buffer.subject(names.names),
+                reached_via=buffer.reached_via,
+                norm=stats.norm,
+                nonzero=stats.nonzero,
+                size=stats.size,
+                aliases=tuple(buffer.aliases),
+                seeded=grad.ptr in self._seeded,
+            )
+            survivors.append(survivor)
+            kept.append(Left(grad, reach.owner(i), survivor.subject, stats.checksum, stats.norm, stats.nonzero,
+                             self._backward))  # fmt: skip
+        self.survivors, self._audited = kept, True
+        return tuple(survivors), len(reach)
+
+    def residue(self) -> list[Left]:
+        """Survivors still holding exactly their values now, as a backward of a new iteration starts."""
+        self._watched = []
+        if not self.survivors:
+            return []
+        table = self._check_plan.table([s.grad for s in self.survivors], device=self._device)
+        rows = table.rows()
+        self._watched = [s for s, row in zip(self.survivors, rows) if row.checksum == s.checksum]
+        return [s for s in self._watched if s.nonzero]
+
+    def kept(self) -> tuple[str, ...]:
+        """The watched survivors the iteration's backwards left bit-identical (refilled or untouched); asked once,
+        when the iteration's backward phase ends."""
+        watched, self._watched = self._watched, []
+        if not watched:
+            return ()
+        rows = self._check_plan.table([s.grad for s in watched], device=self._device).rows()
+        return tuple(s.subject for s, row in zip(watched, rows) if row.checksum == s.checksum)
+
+    def watch(self) -> None:
+        """Watch the last audit's survivors through the next backward without judging residue (same iteration)."""
+        self._watched = list(self.survivors)

@@ -1,0 +1,674 @@
+"""The one observer of a Warp program's autodiff: every driver shows it a program, every check reads its records.
+
+``gradcheck run`` (a scenario's passes), ``gradcheck exec`` (an unmodified program) and ``gradcheck.audit()`` (a
+notebook, a test suite) all install this observer through gradcheck.probes.warp_compat.hooks and get the same
+evidence, iteration by iteration, for the same checks with the same severities. It sees:
+
+- a recording start and end (``with tape:``): write-after-read while it records (observe.rewrites), the arrays it
+  read (for ``changed-before-backward``), the kernels built without a backward;
+- each ``tape.backward``: before it, struct adjoint pointers (a dangling one stops or skips that backward), inputs
+  changed since the recording, leftovers of an earlier iteration (observe.leftovers); after it, every param's and
+  leaf's gradient statistics on the device, and what the tape reached;
+- each launch outside backward: updates (``x`` written from ``x.grad``: a param) and gradients rewritten by their
+  update and read afterwards (observe.gradient_use);
+- each zero step: the zero audit, once the program's zero step is over (the next recording, the next backward,
+  the driver's word, or the end);
+- graph replays, as a backward of the tape whose backward was captured (Newton's examples capture
+  forward+backward once). While a graph is being captured nothing runs (launches and copies are recorded into
+  the program's graph), so the observer does nothing device-side then: it only notes which tape's backward was
+  captured, and audits each replay of it.
+
+An iteration is a pass of the runner (the driver opens and closes it) or, under ``auto_iterations``, one backward
+of the program. Nothing here ever breaks the program: a failure of the observer's own becomes an InternalError
+(reported as ``internal-error``), and the program goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+
+from gradcheck.model.trace import InternalError, PassRecord, Residue
+from gradcheck.observe.gradient_use import GradientUse
+from gradcheck.observe.leftovers import Leftovers
+from gradcheck.observe.log import IterationLog
+from gradcheck.observe.names import Names
+from gradcheck.observe.params import ParamBook
+from gradcheck.observe.rewrites import RewriteWatch
+from gradcheck.observe.sites import caller_site, short
+
+MAX_INTERNAL_ERRORS = 20
+
+
+class DanglingAdjointStop(Exception):
+    """Raised into the program instead of a backward that would write through freed memory (a sanitizer stopping
+    at the first invalid write); ``gradcheck exec --keep-going`` skips such backwards instead."""
+
+
+@dataclass
+class _Iteration:
+    index: int
+    boundary: bool  # a new iteration of the program: the params moved since the last backward, or a new pass
+    started: float = field(default_factory=time.perf_counter)
+    site: str | None = None
+    loss: float | None = None
+    launches: int = 0
+    backwards: int = 0
+    survivors: tuple = ()
+    audited: int = 0
+    observations: list = field(default_factory=list)
+    skipped: str | None = None
+    kept: tuple | None = None
+    residue: tuple = ()
+    rewrites: tuple = ()
+    changed: tuple = ()
+    hazards: tuple = ()
+    identical: tuple = ()
+    zero_step: str | None = None
+    stats: dict = field(default_factory=dict)  # key → GradStats right after the (last) backward
+    readout: dict = field(default_factory=dict)  # key → GradStats where the driver reads gradients
+    extra: dict = field(default_factory=dict)  # the driver's own fields (clip_total, clipped)
+
+
+class Observer:
+    """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
+
+    def __init__(
+        self,
+        *,
+        roots,
+        device: str | None = None,
+        ledger=None,
+        stop_on_dangling: bool = False,
+        auto_iterations: bool = True,
+        fixed_params: bool = False,
+        tolerance: float = 0.0,
+        watch_inputs: bool = True,
+    ):
+        from gradcheck.probes.gradients import GradientReader
+        from gradcheck.probes.tape_arguments import TapeArguments
+
+        self.device, self.ledger = device, ledger
+        self.stop_on_dangling, self.auto_iterations, self.fixed_params = stop_on_dangling, auto_iterations, fixed_params
+        self.watch_inputs = watch_inputs  # fingerprint what each recording read (changed-before-backward)
+        self.book = ParamBook()
+        self.names = Names(roots, ledger)
+        self.reader = GradientReader(tolerance)
+        self.log = IterationLog()
+        self.arguments = TapeArguments()
+        self.leftovers = Leftovers(device, self.names)
+        self.use = GradientUse(self._checksum, self._norm)
+        self.backwards = 0
+        self.graph_replays = 0
+        self.audited_replays = 0
+        self.internal_errors: list[InternalError] = []
+        self.no_backward_kernels: set[str] = set()
+        self._depth = 0
+        self._it: _Iteration | None = None
+        self._recordings = 0
+        self._structure_changed = True
+        self._wars: dict[int, RewriteWatch] = {}
+        self._hazards: tuple = ((), ())
+        self._inputs: dict[int, object] = {}
+        self._zero_label: str | None = None
+        self._in_zero_step = 0
+        self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
+        self._moved = False  # an update launch ran since the last backward
+        self._leaf_values: dict | None = None
+        self._leaves: list = []
+        self._leaves_for = None
+        self._watch_structs: bool | None = None
+        self._captured = None  # (tape, loss, grads) of a backward recorded into a graph: what its replays run
+
+    # -- installation and the driver's protocol ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def installed(self):
+        from gradcheck.probes.warp_compat import observed
+
+        with observed(self):
+            yield self
+
+    @property
+    def busy(self) -> bool:
+        return self._depth > 0
+
+    wants_launches = True  # launches are sorted out in on_launch (a forward launch with nothing to watch is cheap)
+
+    @contextlib.contextmanager
+    def ignoring(self):
+        """The driver's own work (restoring params, gradcheck's clip): not the program's."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    def declare(self, params: dict) -> None:
+        """The driver's params, by key (a scenario's params())."""
+        self.book.declare(params)
+        for key, array in params.items():
+            self.names.give(array, key)
+
+    def begin_iteration(self, index: int) -> None:
+        """A new pass: what the last one left is judged against this one."""
+        with self._guard("iteration"):
+            self._flush_zero()
+            self._close()
+            self._it = _Iteration(index, boundary=True)
+
+    @contextlib.contextmanager
+    def zero_step(self, label: str):
+        """The driver runs the program's zero step inside; it is audited once, when the whole step is over."""
+        self._in_zero_step += 1
+        try:
+            yield
+        finally:
+            self._in_zero_step -= 1
+            self._zero_label = label
+            with self._guard("zero audit"):
+                self._flush_zero()
+
+    def readout(self, reader: str, params: dict) -> dict:
+        """The driver reads the gradients of ``params`` here (the runner: after after_backward()): their stats."""
+        found: dict = {}
+        with self._guard("readout"):
+            self.use.read_all(reader)
+            found = self.reader.readout(params)
+            if self._it is not None:
+                self._it.readout = found
+        return found
+
+    def note(self, **fields) -> None:
+        """Driver fields for the current iteration's record (``clip_total``; ``clipped``: key → stats)."""
+        if self._it is not None:
+            self._it.extra.update(fields)
+
+    def end_iteration(self) -> PassRecord | None:
+        with self._guard("iteration"):
+            self._flush_zero()
+            return self._close()
+        return None
+
+    def abandon_iteration(self) -> None:
+        """The driver's pass failed half-way: it is not evidence (the passes before it are)."""
+        self._it, self._zero_label = None, None
+        self.use.close()
+
+    def finish(self) -> None:
+        """The program ended: the last zero step and iteration are judged."""
+        with self._guard("finish"):
+            self._flush_zero()
+            self._close()
+
+    def trace_fields(self) -> dict:
+        """The Trace fields the observer knows (the driver adds scenario, device, probes)."""
+        return {
+            "params": self.log.traces(self.book.roles()),
+            "passes": tuple(self.log.records),
+            "tolerance": self.reader.tolerance,
+            "no_backward_kernels": tuple(sorted(self.no_backward_kernels)),
+            "fixed_params": self.fixed_params,
+            "backwards": self.backwards,
+            "internal_errors": tuple(self.internal_errors),
+        }
+
+    # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
+    def on_tape_enter(self, tape) -> None:
+        if _capturing():
+            return
+        with self._guard("recording"):
+            self._flush_zero()
+            self._recordings += 1
+            n = self._recordings
+            if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
+                self._wars[id(tape)] = RewriteWatch(self._fingerprint)
+
+    def on_tape_exit(self, tape) -> None:
+        if _capturing():
+            return
+        with self._guard("recording"):
+            from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
+
+            self._structure_changed = not self.arguments.update(tape)
+            if self._structure_changed:
+                self.no_backward_kernels |= {
+                    k.key for _, k, _ in kernel_launches(tape_launches(tape)) if backward_disabled(k)
+                }
+                self._leaves = []
+            watch = self._wars.pop(id(tape), None)
+            if watch is not None:
+                self.names.tape = tape
+                self._hazards = watch.results(self.names.label)
+            if self.watch_inputs:
+                from gradcheck.probes.input_watch import InputWatch
+
+                if len(self._inputs) >= 4:  # the recordings whose backward is still to come: a few at most
+                    self._inputs.pop(next(iter(self._inputs)))
+                self._inputs[id(tape)] = (tape, InputWatch(tape))
+
+    def on_launch(self, call, run):
+        if self._captured is not None and _capturing():
+            return run()
+        recording = _active_tape()
+        tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
+        if recording is not None and tape_watch is None and not self.use.active:
+            return run()  # a forward launch with nothing to watch: the common case costs one lookup
+        arguments, updates, war, use = [], [], None, None
+        with self._guard("launch"):
+            arguments = call.arguments()
+            updates = _updates(call, arguments) if recording is None else []  # updates happen outside tapes
+            war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
+            use = self.use.before(call, arguments, updates)
+        result = run()
+        with self._guard("launch"):
+            if war is not None:
+                tape_watch.after(call, arguments, war)
+            if use:
+                self.use.after(call, use)
+            for array, _grad in updates:
+                self._moved = True
+                self.book.note_update(array, self.names.label)
+        return result
+
+    def on_backward(self, tape, loss, grads, run):
+        if _capturing():  # recorded into a graph, not run: its replays are the backwards
+            self._captured = (tape, loss, grads)
+            return run()
+        skipped = None
+        with self._guard("before backward"):
+            skipped = self._before_backward(tape, loss, grads)
+        if skipped:
+            if self.stop_on_dangling:
+                raise DanglingAdjointStop(skipped)
+            return None
+        self._depth += 1  # the backward's own launches and copies are not the program's
+        try:
+            result = run()
+        finally:
+            self._depth -= 1
+        with self._guard("after backward"):
+            self._after_backward(tape, loss, grads)
+        return result
+
+    def on_zero(self, tape, run):
+        if _capturing():
+            return run()
+        self._depth += 1
+        try:
+            result = run()
+        finally:
+            self._depth -= 1
+        if not self._in_zero_step:
+            with self._guard("zero audit"):
+                self._zero_label = f"tape.zero() at {short(caller_site())}"
+                self._close_window()
+        return result
+
+    def on_graph_replay(self, run):
+        """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
+        without Python seeing it: audited as a backward of the tape whose backward was captured. A graph with no
+        backward in it (a forward-only capture) is not one."""
+        self.graph_replays += 1
+        if self._captured is None:
+            return run()
+        tape, loss, grads = self._captured
+        self.audited_replays += 1
+        return self.on_backward(tape, loss, grads, run)
+
+    def on_host_read(self, array) -> None:
+        if self.use.active and not _capturing():
+            with self._guard("host read"):
+                self.use.read(array)
+
+    # -- backward ---------------------------------------------------------------------------------------------
+    def _before_backward(self, tape, loss, grads) -> str | None:
+        self._flush_zero()
+        boundary = self._boundary()
+        if self.auto_iterations or self._it is None:
+            self._close_window()  # the last backward's gradients: their use ends here
+        if self._last is not None and boundary and not self.leftovers.audited:
+            self._audit(only_left=True)  # a new iteration with no zero step since the last backward: audited now
+        if self.auto_iterations or self._it is None:
+            self._close()
+            self._it = _Iteration(self.backwards + 1, boundary)
+        it = self._it
+        self.backwards += 1
+        it.backwards += 1
+        it.site = it.site or caller_site()
+        self.names.new_event()
+        self.names.tape = tape
+        self.arguments.update(tape)
+        self.book.note_leaves(self._leaves_of(tape, loss, grads), self.names.label)
+        if it.backwards == 1:
+            self._residue(it)
+        it.hazards, it.identical = self._hazards
+        self._hazards = ((), ())
+        watch = self._inputs.pop(id(tape), None)
+        if watch is not None:
+            watch[1].check()
+            it.changed = watch[1].results(self.names.label)
+        observations = self._pointers(first=self.backwards == 1)
+        it.observations = observations
+        dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
+        if not dangling:
+            return None
+        more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+        it.skipped = f"dangling adjoint pointer at {dangling[0].subject}{more}"
+        if self.stop_on_dangling:
+            return (
+                f"gradcheck stopped the program before backward #{self.backwards} ({it.site}): {dangling[0].subject} "
+                "points at freed memory, backward would write there (gradcheck exec --keep-going skips such "
+                "backwards instead)"
+            )
+        return it.skipped
+
+    def _after_backward(self, tape, loss, grads) -> None:
+        import warp as wp
+
+        from gradcheck.probes.reachability import reachable_gradients
+
+        with contextlib.suppress(Exception):
+            wp.synchronize()
+        it = self._it
+        it.loss = _scalar(loss) if loss is not None else it.loss
+        it.launches = len(tape.launches)
+        measured = self.book.measured()
+        it.stats = self.reader.measure(measured)
+        produced = [
+            (a.grad, a, it.stats[k].checksum, self.names.gradient_subject(a), it.stats[k].norm)
+            for k, a in measured.items()
+            if it.stats.get(k) is not None
+        ]
+        self.use.start(produced)
+        reach = reachable_gradients(tape, measured, lambda: self.names.names, self.arguments)
+        reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
+        seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
+        self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
+        self._last, self._moved = (tape, loss, grads), False
+        self._leaf_values = self._values() if not self.book.params() else None
+
+    def _boundary(self) -> bool:
+        """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""
+        if self._it is not None and not self.auto_iterations:
+            return self._it.boundary and self._it.backwards == 0
+        if self._moved:
+            return True
+        if self._leaf_values is not None and not self.book.params():
+            return self._values() != self._leaf_values
+        return False
+
+    def _values(self) -> dict:
+        from gradcheck.probes.stats import gradient_stats
+        from gradcheck.probes.warp_compat import is_float_array
+
+        leaves = [a for a in self.book.measured().values() if is_float_array(a)]
+        return {id(a): s.checksum for a, s in zip(leaves, gradient_stats(leaves))} if leaves else {}
+
+    def _residue(self, it: _Iteration) -> None:
+        """Leftovers of an earlier iteration this backward will add to (only across a boundary)."""
+        if not it.boundary:
+            self.leftovers.watch()
+            return
+        left = self.leftovers.residue()
+        if not left:
+            return
+        from gradcheck.observe.dataflow import influence
+
+        params = self.book.params()
+        flow = influence(self.names.tape, params)
+        subjects = [self.names.gradient_subject(p) for p in params]
+        found = []
+        for entry in left:
+            owner = entry.owner
+            if owner is not None and self.book.is_param(owner):
+                role, feeds = "param", (entry.subject,)
+            elif owner is not None and flow.get(id(owner)) and id(owner) not in {id(p) for p in params}:
+                role, feeds = "upstream", tuple(subjects[i] for i in sorted(flow[id(owner)]))
+            else:
+                role, feeds = "other", ()
+            found.append((entry, role, feeds))
+        it.residue = tuple(
+            Residue(e.subject, e.norm, e.nonzero, role, feeds, e.left_by, False) for e, role, feeds in found
+        )
+
+    # -- zero step ----------------------------------------------------------------------------------------------
+    def _close_window(self) -> None:
+        """The gradients' use window ends (a zero step, or a new iteration): the rewrites read in it are kept."""
+        rewrites = self.use.close()
+        if rewrites and self._it is not None:
+            self._it.rewrites = self._it.rewrites + rewrites
+
+    def _flush_zero(self) -> None:
+        """Audit the zero step the program made (if any), now that it is over."""
+        if self._zero_label is None or self._in_zero_step:
+            return
+        label, self._zero_label = self._zero_label, None
+        self._close_window()
+        self._audit(label=label)
+
+    def _audit(self, label: str | None = None, only_left: bool = False) -> None:
+        it = self._it
+        if it is None:
+            return
+        if it.kept is None:
+            it.kept = self.leftovers.kept()
+        survivors, audited = self.leftovers.audit(only_left=only_left)
+        it.survivors, it.audited, it.zero_step = survivors, audited, label
+        if it.residue:  # what this iteration's backward left bit-identical of the residue: nothing added
+            kept = set(it.kept)
+            it.residue = tuple(_replace(r, kept=r.subject in kept) for r in it.residue)
+
+    def _close(self) -> PassRecord | None:
+        it, self._it = self._it, None
+        if it is None or it.backwards == 0 and not it.extra:
+            return None
+        from gradcheck.probes.struct_audit import pointer_issue
+
+        if it.kept is None:
+            it.kept = self.leftovers.kept()
+            if it.residue:
+                kept = set(it.kept)
+                it.residue = tuple(_replace(r, kept=r.subject in kept) for r in it.residue)
+        self.reader.commit()
+        samples, described = self._samples(it)
+        record = PassRecord(
+            index=it.index,
+            loss=it.extra["loss"] if "loss" in it.extra else it.loss,
+            launches=it.launches,
+            audited_buffers=it.audited,
+            survivors=it.survivors,
+            seconds=time.perf_counter() - it.started,
+            pointer_issues=tuple(pointer_issue(o) for o in it.observations),
+            backward_skipped=it.skipped,
+            clip_total=it.extra.get("clip_total"),
+            kept_by_backward=it.kept,
+            site=it.site,
+            residue=it.residue,
+            rewrites=it.rewrites,
+            changed=it.changed,
+            hazards=it.hazards,
+            identical=it.identical,
+            zero_step=it.zero_step,
+        )
+        self.log.add(record, samples, described)
+        return record
+
+    def _samples(self, it: _Iteration):
+        measured = self.book.measured()
+        clipped = it.extra.get("clipped") or {}
+        samples, described = {}, {}
+        for key, stats in it.stats.items():
+            reading = self.reader.record(key, stats, it.readout.get(key), clipped.get(key))
+            samples[key] = _replace(reading, index=it.index)
+            array = measured.get(key)
+            if array is not None and not self.log.knows(key):
+                described[key] = (
+                    self.names.gradient_subject(array),
+                    tuple(array.shape),
+                    _dtype_name(array.dtype),
+                    self._value_norm(key, array),
+                )
+        return samples, described
+
+    def _value_norm(self, key: str, array) -> float:
+        from gradcheck.probes.stats import gradient_stats
+        from gradcheck.probes.warp_compat import is_float_array
+
+        if not is_float_array(array):
+            return math.nan
+        return gradient_stats([array])[0].norm
+
+    # -- structs --------------------------------------------------------------------------------------------------
+    def _pointers(self, first: bool) -> list:
+        """Stale and dangling pointers in the structs the tape uses and, when they matter, the program's own."""
+        from gradcheck.probes.struct_audit import StructAuditor, gradient_relevant, is_struct_array
+
+        tape_roots = self.arguments.struct_roots
+        if not tape_roots and not first and not self._watch_structs:
+            return []
+        names = self.names.names
+        held = [(path, obj, False) for path, obj in names.structs.values()]
+        held += [(names.name(a), a, False) for a in names.arrays if is_struct_array(a)]
+        if first:
+            self._watch_structs = bool(tape_roots) or any(gradient_relevant(obj) for _, obj, _ in held)
+        roots = [(self._struct_name(v), v, True) for v in tape_roots] + held
+        return StructAuditor(names, self.ledger).audit(roots)
+
+    def _struct_name(self, value) -> str:
+        names = self.names.names
+        found = names.structs.get(id(value))
+        if found is not None:
+            return found[0]
+        return self.names.label(value)
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+    def _leaves_of(self, tape, loss, grads) -> list:
+        """Arrays that require grad, that a recorded launch reads and none writes (cached while the tape passes the
+        same arguments): the candidates for params a program never declared."""
+        if self._leaves and self.arguments.unique is self._leaves_for:
+            found = self._leaves
+        else:
+            found = _tape_leaves(tape)
+            self._leaves, self._leaves_for = found, self.arguments.unique
+        skip = {id(loss)} | {id(a) for a in (grads or {})}
+        return [a for a in found if id(a) not in skip]
+
+    def _checksum(self, array) -> int:
+        from gradcheck.probes.replay_probe import fingerprint
+        from gradcheck.probes.stats import gradient_stats
+        from gradcheck.probes.warp_compat import is_float_array
+
+        if is_float_array(array):
+            return gradient_stats([array], device=self.device)[0].checksum
+        return fingerprint(array)
+
+    def _fingerprint(self, array) -> int:
+        from gradcheck.probes.replay_probe import fingerprint
+
+        return fingerprint(array)
+
+    def _norm(self, array) -> float:
+        from gradcheck.probes.stats import gradient_stats
+
+        return gradient_stats([array], device=self.device)[0].norm
+
+    @contextlib.contextmanager
+    def _guard(self, component: str):
+        """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
+        program's (a DanglingAdjointStop and the user's Ctrl-C go through)."""
+        self._depth += 1
+        try:
+            yield
+        except DanglingAdjointStop:
+            raise
+        except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
+            self._internal(f"observer: {component}", exc)
+        finally:
+            self._depth -= 1
+
+    def _internal(self, component: str, exc: BaseException) -> None:
+        found = InternalError.of(component, exc)
+        if len(self.internal_errors) < MAX_INTERNAL_ERRORS and all(
+            (e.component, e.error) != (found.component, found.error) for e in self.internal_errors
+        ):
+            self.internal_errors.append(found)
+
+
+def _tape_leaves(tape) -> list:
+    from gradcheck.probes.replay_probe import arrays_of
+    from gradcheck.probes.warp_compat import (
+        argument_access,
+        array_class,
+        kernel_argument_names,
+        launch_io,
+        tape_launches,
+    )
+
+    array_type = array_class()
+    read: dict[int, object] = {}
+    written: set[int] = set()
+    for _index, kernel, inputs, outputs in launch_io(tape_launches(tape)):
+        access = argument_access(kernel)
+        labels = kernel_argument_names(kernel)
+        for position, value in enumerate([*inputs, *outputs]):
+            label = labels[position] if position < len(labels) else ""
+            # outputs= are written; an input is written when the kernel's code provably stores into it
+            writes = position >= len(inputs) or (access.known and access.writes_to(label))
+            for array in arrays_of(value, array_type):
+                if writes:
+                    written.add(id(array))
+                else:
+                    read.setdefault(id(array), array)
+    return [
+        a
+        for key, a in read.items()
+        if key not in written and getattr(a, "requires_grad", False) and getattr(a, "grad", None) is not None
+    ]
+
+
+def _updates(call, arguments) -> list:
+    """(x, x.grad) pairs a launch takes when its code may write x: an update of x from its gradient."""
+    from gradcheck.probes.warp_compat import argument_access, array_class, gradient_reader
+
+    array_type, grad_of = array_class(), gradient_reader()
+    ids = {id(v) for _label, v in arguments}
+    found = []
+    for label, value in arguments:
+        if isinstance(value, array_type):
+            grad = grad_of(value)
+            if grad is not None and id(grad) in ids and argument_access(call.kernel).writes_to(label):
+                found.append((value, grad))
+    return found
+
+
+def _capturing() -> bool:
+    from gradcheck.probes.warp_compat import capturing
+
+    return capturing()
+
+
+def _active_tape():
+    from gradcheck.probes.warp_compat import active_tape
+
+    return active_tape()
+
+
+def _replace(record, **changes):
+    from dataclasses import replace
+
+    return replace(record, **changes)
+
+
+def _scalar(loss) -> float | None:
+    try:
+        if loss is not None and loss.size == 1:
+            return float(loss.numpy().reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a loss of a type gradcheck cannot read is not reported
+        return None
+    return None
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)

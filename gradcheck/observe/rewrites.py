@@ -1,0 +1,73 @@
+"""Write-after-read while a tape records: an array a launch read is rewritten, with other values, by a later one.
+
+Warp's backward replays each launch's forward code from the arrays' contents *at backward time*, so a launch whose
+input a later launch overwrote (scratch memory shared by every step of a rollout, an in-place state update) is
+differentiated at the later values. Seen as the forward runs, from the launches themselves:
+
+- a launch *reads* an array when its code loads the array's values (gradcheck.probes.warp_compat.kernel_access):
+  an array a launch only accumulates into (``wp.atomic_add(loss, 0, v)``) or only stores into is not read, since
+  its adjoint never needs the old values back (Newton's diffsim examples accumulate every frame into one loss);
+- a later launch that may write an array read since its last write is fingerprinted before and after it runs;
+  a changed fingerprint is a hazard, an unchanged one (forward kinematics recomputing the same ``body_q``) is
+  listed as harmless.
+
+Cost: two fingerprints per (launch, array it rewrites after a read), nothing for arrays written once.
+"""
+
+from __future__ import annotations
+
+from gradcheck.model.trace import Rewrite
+
+
+class RewriteWatch:
+    """One recording's write-after-read watch: ``before(call)`` / ``after(call, token)`` around each launch."""
+
+    def __init__(self, fingerprint) -> None:
+        self._fingerprint = fingerprint
+        self._readers: dict[int, dict[str, None]] = {}  # id(array) → kernels that read its current values
+        self._arrays: dict[int, object] = {}  # keeps every array seen alive: an id stays its own
+        self._pairs: dict[tuple[int, str, str], list[int]] = {}  # (array, reader, writer) → [count, changed]
+
+    def before(self, call, arguments) -> list:
+        from gradcheck.probes.warp_compat import argument_access
+
+        access = argument_access(call.kernel)
+        watched = []
+        for label, value in arguments:
+            for array in _arrays_of(value):
+                if id(array) in self._readers and access.writes_to(label):
+                    watched.append((array, self._fingerprint(array)))
+        return watched
+
+    def after(self, call, arguments, watched: list) -> None:
+        from gradcheck.probes.warp_compat import argument_access
+
+        writer = getattr(call.kernel, "key", str(call.kernel))
+        for array, before in watched:
+            changed = self._fingerprint(array) != before
+            for reader in self._readers.pop(id(array), {}):
+                pair = self._pairs.setdefault((id(array), reader, writer), [0, 0])
+                pair[0] += 1
+                pair[1] += changed
+        access = argument_access(call.kernel)
+        for label, value in arguments:
+            if not access.reads_value(label):
+                continue
+            for array in _arrays_of(value):
+                self._readers.setdefault(id(array), {})[writer] = None
+                self._arrays[id(array)] = array
+
+    def results(self, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
+        """(hazards, identical rewrites), one Rewrite per (array, reader kernel, writer kernel)."""
+        hazards, identical = [], []
+        for (key, reader, writer), (count, changed) in self._pairs.items():
+            rewrite = Rewrite(name_of(self._arrays[key]), reader, writer, count, changed > 0)
+            (hazards if changed else identical).append(rewrite)
+        return tuple(hazards), tuple(identical)
+
+
+def _arrays_of(value):
+    from gradcheck.probes.replay_probe import arrays_of
+    from gradcheck.probes.warp_compat import array_class
+
+    return arrays_of(value, array_class())

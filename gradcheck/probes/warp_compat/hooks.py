@@ -1,0 +1,256 @@
+"""Where gradcheck meets a running Warp program: the tape's methods, kernel launches, graph replays, host reads.
+
+gradcheck's one observer (gradcheck.observe) sees a program only through the hooks installed here, whoever drives
+the program (``gradcheck run``'s passes, ``gradcheck exec``'s unmodified script, ``gradcheck.audit()``):
+
+- ``Tape.__enter__`` / ``Tape.__exit__``: a forward starts and ends recording;
+- ``Tape.backward`` and ``Tape.zero`` (``Tape.reset`` calls ``zero``);
+- every kernel launch, with its arguments by name: ``warp.launch`` and the module-level ``launch`` that Warp's
+  own helpers call directly (``wp.launch_tiled`` does: a patch of ``wp.launch`` alone never sees it);
+- ``wp.capture_launch``: a CUDA graph replay runs a captured backward without Python seeing it;
+- ``array.numpy()``: the host reads an array (logging a gradient norm reads its gradient).
+
+Each hook calls the observer *around* the original (``events.on_launch(call, run)`` gets ``run`` to call), so
+the observer can look before and after. An observer that is busy (running its own statistics kernels) is
+bypassed, and so is one that has said it needs no launches right now: a training loop pays one attribute test
+per launch when nothing is being watched. A Warp release that renames any of this is fixed in this file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+
+
+class LaunchCall:
+    """One ``wp.launch`` call, its arguments read by name (positions from the signature of the running Warp)."""
+
+    __slots__ = ("_args", "_kwargs", "_positions", "_defaults", "frame")
+
+    def __init__(self, args: tuple, kwargs: dict, positions: dict, defaults: dict, frame=None):
+        self._args, self._kwargs, self._positions, self._defaults = args, kwargs, positions, defaults
+        self.frame = frame  # the frame that called launch (the program's, or a Warp helper's such as launch_tiled)
+
+    @property
+    def site(self) -> str | None:
+        """``file:line`` of the call, as Warp records it on the tape."""
+        return f"{self.frame.f_code.co_filename}:{self.frame.f_lineno}" if self.frame is not None else None
+
+    def get(self, name: str, default=None):
+        if name in self._kwargs:
+            return self._kwargs[name]
+        position = self._positions.get(name)
+        if position is not None and position < len(self._args):
+            return self._args[position]
+        return self._defaults.get(name, default)
+
+    @property
+    def kernel(self):
+        return self.get("kernel")
+
+    @property
+    def inputs(self) -> list:
+        return list(self.get("inputs") or [])
+
+    @property
+    def outputs(self) -> list:
+        return list(self.get("outputs") or [])
+
+    @property
+    def adjoint(self) -> bool:
+        return bool(self.get("adjoint", False))
+
+    @property
+    def recorded(self) -> bool:
+        """Will Warp put this launch on the active tape? (Not an adjoint launch, not ``record_tape=False`` (a custom
+        op whose backward is recorded by hand), not a ``record_cmd`` launch object.)"""
+        from gradcheck.probes.warp_compat.runtime import active_tape
+
+        return (
+            not self.adjoint
+            and bool(self.get("record_tape", True))
+            and not self.get("record_cmd", False)
+            and active_tape() is not None
+        )
+
+    def arguments(self) -> list[tuple[str, object]]:
+        """(argument name, value) in the kernel's order: its inputs, then its outputs."""
+        labels = kernel_argument_names(self.kernel)
+        values = self.inputs + self.outputs
+        return [(labels[i] if i < len(labels) else f"arg{i}", v) for i, v in enumerate(values)]
+
+    def options(self) -> dict:
+        """What a replay of this launch needs besides kernel, dim and arguments (block_dim is not on every release)."""
+        return {
+            "device": self.get("device"),
+            "max_blocks": self.get("max_blocks", 0),
+            "block_dim": self.get("block_dim"),
+            "where": self.site,
+        }
+
+
+def kernel_argument_names(kernel) -> list[str]:
+    return [arg.label for arg in getattr(getattr(kernel, "adj", None), "args", ())]
+
+
+@functools.cache
+def _launch_signature() -> tuple[dict, dict]:
+    parameters = inspect.signature(_internal_launch_module().launch).parameters
+    positions = {name: index for index, name in enumerate(parameters)}
+    defaults = {n: p.default for n, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    return positions, defaults
+
+
+def launch_accepts(name: str) -> bool:
+    """Whether this Warp's ``wp.launch`` takes the parameter ``name`` (``block_dim`` is not on every release)."""
+    return name in _launch_signature()[0]
+
+
+def _internal_launch_module():
+    """The module whose ``launch`` Warp's own helpers call (``warp._src.context`` on 1.19, ``warp.context`` before)."""
+    import warp
+
+    return sys.modules[warp.launch.__module__]
+
+
+def launch_call(args: tuple, kwargs: dict) -> LaunchCall:
+    positions, defaults = _launch_signature()
+    return LaunchCall(args, kwargs, positions, defaults)
+
+
+@contextlib.contextmanager
+def observed(events):
+    """Install the hooks for ``events`` (an object with the methods below) while inside; restore on exit.
+
+    ``events.busy``: bypass every hook (the observer's own work). ``events.wants_launches``: False lets launches go
+    straight through. The methods: ``on_tape_enter(tape)``, ``on_tape_exit(tape)``,
+    ``on_backward(tape, loss, grads, run)``, ``on_zero(tape, run)``, ``on_launch(call, run)``,
+    ``on_graph_replay(run)`` and ``on_host_read(array)``; each ``run`` calls the original and returns its result.
+    """
+    import warp as wp
+
+    tape_class = wp.Tape
+    module = _internal_launch_module()
+    array_class = wp.array
+    originals = {name: tape_class.__dict__[name] for name in ("__enter__", "__exit__", "backward", "zero")}
+    public_launch, internal_launch = wp.launch, module.launch
+    capture = getattr(wp, "capture_launch", None)
+    numpy = array_class.__dict__["numpy"]
+    positions, defaults = _launch_signature()
+
+    def __enter__(tape):
+        result = originals["__enter__"](tape)
+        if not events.busy:
+            events.on_tape_enter(tape)
+        return result
+
+    def __exit__(tape, *exc):
+        result = originals["__exit__"](tape, *exc)
+        if not events.busy:
+            events.on_tape_exit(tape)
+        return result
+
+    def backward(tape, loss=None, grads=None):
+        if events.busy:
+            return originals["backward"](tape, loss, grads)
+        return events.on_backward(tape, loss, grads, lambda: originals["backward"](tape, loss, grads))
+
+    def zero(tape):
+        if events.busy:
+            return originals["zero"](tape)
+        return events.on_zero(tape, lambda: originals["zero"](tape))
+
+    def watched(original):
+        def launch(*args, **kwargs):
+            if events.busy or not events.wants_launches or kwargs.get("adjoint"):
+                result = original(*args, **kwargs)
+            else:
+                call = LaunchCall(args, kwargs, positions, defaults, sys._getframe(1))
+                result = events.on_launch(call, lambda: original(*args, **kwargs))
+            _recorded_from(sys._getframe(1))
+            return result
+
+        launch.__wrapped__ = original
+        return launch
+
+    def capture_launch(*args, **kwargs):
+        if events.busy:
+            return capture(*args, **kwargs)
+        return events.on_graph_replay(lambda: capture(*args, **kwargs))
+
+    def host_numpy(array, *args, **kwargs):
+        if not events.busy:
+            events.on_host_read(array)
+        return numpy(array, *args, **kwargs)
+
+    for name, wrapper in (("__enter__", __enter__), ("__exit__", __exit__), ("backward", backward), ("zero", zero)):
+        setattr(tape_class, name, wrapper)
+    wp.launch = watched(public_launch)
+    if module is not wp:
+        module.launch = wp.launch if internal_launch is public_launch else watched(internal_launch)
+    if capture is not None:
+        wp.capture_launch = capture_launch
+    array_class.numpy = host_numpy
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(tape_class, name, original)
+        wp.launch, module.launch = public_launch, internal_launch
+        if capture is not None:
+            wp.capture_launch = capture
+        array_class.numpy = numpy
+
+
+def _recorded_from(frame) -> None:
+    """Warp records the frame that called ``launch`` as the launch's caller (``metadata["caller"]``): with this
+    module's wrapper in between, that frame is the wrapper's. Put back the program's own, as under plain Python."""
+    from gradcheck.probes.warp_compat.launches import LAUNCH_METADATA
+    from gradcheck.probes.warp_compat.runtime import active_tape
+
+    tape = active_tape()
+    launches = getattr(tape, "launches", None)
+    if not launches or launches[-1].__class__ is not list or len(launches[-1]) <= LAUNCH_METADATA:
+        return
+    metadata = launches[-1][LAUNCH_METADATA]
+    caller = metadata.get("caller") if isinstance(metadata, dict) else None
+    if isinstance(caller, dict) and caller.get("file") == __file__:
+        metadata["caller"] = {"file": frame.f_code.co_filename, "lineno": frame.f_lineno, "func": frame.f_code.co_name}
+
+
+@contextlib.contextmanager
+def intercepted_launches(before):
+    """Call ``before(kernel, dim, inputs, outputs, options)`` ahead of every launch Warp will record on the tape,
+    while inside (the blame probe's recorder). Warp records a launch on the tape only after it ran, so this is the
+    one place the values a launch is about to read can be seen."""
+
+    class _Before:
+        busy = False
+        wants_launches = True
+
+        def on_launch(self, call, run):
+            if not call.adjoint and call.get("record_tape", True) and not call.get("record_cmd", False):
+                before(call.kernel, call.get("dim"), call.inputs, call.outputs, call.options())
+            return run()
+
+        def on_tape_enter(self, tape):
+            pass
+
+        on_tape_exit = on_tape_enter
+
+        def on_backward(self, tape, loss, grads, run):
+            return run()
+
+        def on_zero(self, tape, run):
+            return run()
+
+        def on_graph_replay(self, run):
+            return run()
+
+        def on_host_read(self, array):
+            pass
+
+    with observed(_Before()):
+        yield

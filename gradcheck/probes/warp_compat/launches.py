@@ -1,0 +1,138 @@
+"""Tape entries: kernel launches (kernel, inputs, outputs, metadata) and ``record_func`` callables.
+
+A kernel entry of ``tape.launches`` is a list ``[kernel, dim, max_blocks, inputs, outputs, device, block_dim,
+metadata]`` on every release from 1.5.1 to 1.19 (``dim`` an int before 1.19, a tuple since); entries added with
+``tape.record_func`` are callables.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+# Indexes, not unpacking: the hot loops read only these.
+LAUNCH_KERNEL, LAUNCH_INPUTS, LAUNCH_OUTPUTS, LAUNCH_METADATA = 0, 3, 4, 7
+
+
+def argument_label(kernel, position: int) -> str:
+    """``kernel.argument`` label of a launch argument (position over inputs then outputs)."""
+    args = getattr(getattr(kernel, "adj", None), "args", ())
+    arg = args[position].label if position < len(args) else f"arg{position}"
+    return f"{getattr(kernel, 'key', kernel)}.{arg}"
+
+
+def tape_gradient_keys(tape):
+    """Arrays and structs the tape knows gradients for (kernel args after backward, record_func arrays)."""
+    return list(getattr(tape, "gradients", {}).keys())
+
+
+# -- tape launches ------------------------------------------------------------------------------------
+
+
+def tape_launches(tape) -> list:
+    """The tape's launch list itself (kernel entries and record_func callables), in launch order.
+
+    Kept by reference: ``tape.reset()`` binds a new list, so a saved one still lists this forward's launches."""
+    return tape.launches
+
+
+def kernel_launches(launches):
+    """(index, kernel, arguments) for each kernel entry; arguments are inputs then outputs, in
+    ``kernel.adj.args`` order. record_func entries (callables) are skipped."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list:
+            yield index, entry[LAUNCH_KERNEL], chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])
+
+
+def launch_reads(launches):
+    """(index, kernel, inputs, caller) for each kernel entry: what the launch was given to read, and where it was
+    launched from (``file:line``, from the launch metadata Warp records; None when it has none)."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list:
+            metadata = entry[LAUNCH_METADATA] if len(entry) > LAUNCH_METADATA else None
+            caller = (metadata or {}).get("caller") if isinstance(metadata, dict) else None
+            where = f"{caller['file']}:{caller['lineno']}" if caller and "file" in caller else None
+            yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
+
+
+def launch_io(launches):
+    """(index, kernel, inputs, outputs) for each kernel entry, as the launch listed them."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list:
+            yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
+
+
+def launch_inputs_outputs(launches):
+    """(inputs, outputs) of each kernel entry on a tape, as the launch listed them; record_func entries skipped."""
+    for entry in launches:
+        if entry.__class__ is list:
+            yield entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
+
+
+def recorded_functions(launches):
+    """(index, backward, copy) for each ``record_func`` entry on a tape; ``copy`` is (dest, src) when the entry is
+    the adjoint ``wp.copy`` records for a whole-array copy (also behind ``wp.clone`` and ``array.assign``), else
+    None. Read from the closure of the lambda ``warp.copy`` records."""
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list or not callable(entry):
+            continue
+        code = getattr(entry, "__code__", None)
+        cells = getattr(entry, "__closure__", None) or ()
+        names = dict(zip(code.co_freevars, (c.cell_contents for c in cells))) if code is not None else {}
+        is_copy = getattr(entry, "__qualname__", "").startswith("copy.") and "dest" in names and "src" in names
+        count = names.get("count") or 0
+        whole = (
+            is_copy
+            and not names.get("dest_offset")
+            and not names.get("src_offset")
+            and (count == 0 or count == getattr(names["src"], "size", -1) == getattr(names["dest"], "size", -2))
+        )
+        yield index, entry, (names["dest"], names["src"]) if is_copy and whole else None
+
+
+def backward_disabled(kernel) -> bool:
+    """Whether the kernel was built with ``enable_backward=False`` (its own option, else its module's), as
+    Warp's Tape.backward itself decides when it warns."""
+    flag = (getattr(kernel, "options", None) or {}).get("enable_backward")
+    if flag is None:
+        flag = (getattr(getattr(kernel, "module", None), "options", None) or {}).get("enable_backward")
+    return flag is False
+
+
+def launch_kernel_names(launches) -> list[str]:
+    """The kernel key of each entry, ``record_func`` for recorded functions."""
+    return [entry[LAUNCH_KERNEL].key if entry.__class__ is list else "record_func" for entry in launches]
+
+
+def launch_argument_list(tape) -> list:
+    """Every kernel argument on the tape, launch by launch: all inputs, then all outputs (repeats kept).
+
+    ~18,000 values a pass for a 100-step Newton rollout: built by ``chain``/``itemgetter`` in C, one chain over
+    all launches rather than one per launch (1,600 tracked allocations a pass would run the cyclic GC)."""
+    from operator import itemgetter
+
+    entries = [entry for entry in tape.launches if entry.__class__ is list]
+    values = list(chain.from_iterable(map(itemgetter(LAUNCH_INPUTS), entries)))
+    values += chain.from_iterable(map(itemgetter(LAUNCH_OUTPUTS), entries))
+    return values
+
+
+def first_use_label(launches, value, suffix: str = "") -> str | None:
+    """``kernel.argument`` of the first launch that passed ``value``, or None."""
+    for _index, kernel, arguments in kernel_launches(launches):
+        for position, argument in enumerate(arguments):
+            if argument is value:
+                return argument_label(kernel, position) + suffix
+    return None
+
+
+def recording_tape(on_launch):
+    """A ``wp.Tape`` that calls ``on_launch(index, kernel key, inputs, outputs)`` after each kernel launch
+    (Warp records a launch after running it, so the arguments hold what the launch left)."""
+    import warp as wp
+
+    class RecordingTape(wp.Tape):
+        def record_launch(self, kernel, dim, max_blocks, inputs, outputs, device, block_dim=0, metadata=None):
+            super().record_launch(kernel, dim, max_blocks, inputs, outputs, device, block_dim, metadata)
+            on_launch(len(self.launches) - 1, kernel.key, inputs, outputs)
+
+    return RecordingTape()

@@ -1,0 +1,191 @@
+"""Warp's runtime: initialising it, and telling its objects apart (arrays, tapes, dtypes, kernels)."""
+
+from __future__ import annotations
+
+import functools
+
+
+def load_warp():
+    """Import and initialise Warp with its module-load chatter off stdout."""
+    import warp as wp
+
+    if hasattr(wp, "LOG_WARNING") and hasattr(wp.config, "log_level"):
+        wp.config.log_level = wp.LOG_WARNING
+    if hasattr(wp.config, "quiet"):
+        wp.config.quiet = True
+    wp.init()
+    return wp
+
+
+def deterministic_atomics() -> bool:
+    """Whether Warp was configured for run-to-run deterministic atomics (1.15+), so CUDA backward is bitwise stable."""
+    import warp as wp
+
+    mode = getattr(wp.config, "deterministic", None)
+    if isinstance(mode, bool):
+        return mode
+    name = str(getattr(mode, "name", mode) or "").lower()
+    return name in ("run_to_run", "gpu_to_gpu")
+
+
+def array_class():
+    """``wp.array``: the class every Warp array (and view) is an instance of."""
+    import warp as wp
+
+    return wp.array
+
+
+@functools.cache
+def gradient_reader():
+    """A C-level reader of ``array.grad``, for the thousands of arrays read every pass.
+
+    Warp 1.5 … 1.19's ``grad`` property is ``return self._grad``: reading ``_grad`` directly skips a Python call
+    per array (~1 ms a cartpole pass). Any other getter is used as it is."""
+    from operator import attrgetter
+
+    getter = getattr(getattr(array_class(), "grad", None), "fget", None)
+    code = getattr(getter, "__code__", None)
+    plain = code is not None and code.co_names == ("_grad",) and code.co_argcount == 1
+    return attrgetter("_grad" if plain else "grad")
+
+
+def struct_type_class():
+    """The class of ``wp.struct`` types (the dtype of an array of structs)."""
+    import warp as wp
+
+    @wp.struct
+    class _Probe:
+        x: float
+
+    return type(_Probe)
+
+
+_WARP_RUNTIME = (
+    "warp._src",  # 1.19 keeps the runtime here; older releases in the modules below
+    "warp.types",
+    "warp.context",
+    "warp.tape",
+    "warp.codegen",
+    "warp.utils",
+    "warp.render",
+    "warp.build",
+    "warp.config",
+)
+
+
+def is_warp_runtime(module: str) -> bool:
+    """Whether a class from ``module`` is Warp's machinery (devices, kernels, tapes, renderers), as opposed to
+    a program written with Warp (``warp.examples``, ``warp.sim``, ``warp.optim``)."""
+    return module == "warp" or module.startswith(_WARP_RUNTIME)
+
+
+def is_tape(value) -> bool:
+    """A ``wp.Tape`` (or a subclass, such as gradcheck's own recording tape)."""
+    import warp as wp
+
+    return isinstance(value, wp.Tape)
+
+
+def is_array(value) -> bool:
+    import warp as wp
+
+    return wp.types.is_array(value)
+
+
+def scalars_per_element(dtype) -> int:
+    """1 for float, 3 for vec3, 9 for mat33 (``type_size`` from 1.8; ``type_length`` before)."""
+    import warp as wp
+
+    count = getattr(wp.types, "type_size", None) or wp.types.type_length
+    return int(count(dtype))
+
+
+def bytes_per_scalar(scalar) -> int:
+    import warp as wp
+
+    return int(wp.types.type_size_in_bytes(scalar))
+
+
+def make_kernel(func, name: str):
+    """``func`` as a forward-only Warp kernel with its own module, keyed ``name``.
+
+    The per-scalar-type statistics kernels are built from one Python function, so each needs a distinct
+    key: ``wp.kernel(name=...)`` from 1.10; before it the key is the function's qualified name, and before
+    1.6 there is no ``module="unique"`` (the kernel then joins gradcheck.probes.kernels' module)."""
+    import inspect
+
+    import warp as wp
+
+    accepted = inspect.signature(wp.kernel).parameters
+    if "name" in accepted:
+        return wp.kernel(func, name=name, enable_backward=False, module="unique")
+    func.__name__ = func.__qualname__ = name
+    if "module" in accepted:
+        return wp.kernel(func, enable_backward=False, module="unique")
+    return wp.kernel(func, enable_backward=False)
+
+
+def is_float_array(array) -> bool:
+    """float16/32/64 scalars, vectors or matrices: the arrays gradients and statistics apply to."""
+    return getattr(scalar_type(array.dtype), "__name__", "") in ("float16", "float32", "float64")
+
+
+def scalar_type(dtype):
+    """float32 for float32, vec3f, mat33f …"""
+    return getattr(dtype, "_wp_scalar_type_", dtype)
+
+
+def active_tape():
+    """The tape recording right now (``with tape:``), or None: where Warp's own launch looks for one."""
+    return _runtime_attribute("tape")
+
+
+def capturing() -> bool:
+    """Whether the current device is capturing a graph (CUDA stream capture; on 1.19, CPU graph capture too).
+
+    While it does, launches and copies are recorded into the program's graph, not run: gradcheck must not launch,
+    copy or read anything then (its own kernels would end up in the program's graph, its reads see nothing)."""
+    import warp as wp
+
+    try:
+        return bool(getattr(wp.get_device(), "is_capturing", False))
+    except Exception:  # noqa: BLE001 - a device that cannot say is not capturing anything gradcheck started
+        return False
+
+
+def warp_version() -> str:
+    import warp as wp
+
+    return str(getattr(wp, "__version__", ""))
+
+
+def _runtime_attribute(name: str):
+    try:
+        from warp._src.context import runtime  # 1.10+
+    except ImportError:
+        try:
+            from warp.context import runtime
+        except ImportError:
+            return None
+    return getattr(runtime, name, None) if runtime is not None else None
+
+
+# -- the CUDA side of this installation -----------------------------------------------------------------
+
+
+def cuda_runtime_info() -> dict:
+    """What Warp's runtime knows about CUDA here, whether or not a GPU is present: the toolkit Warp was built
+    with, the driver (None without one), and the architectures NVRTC can compile for (it runs driverless)."""
+    import warp as wp
+
+    wp.init()
+    try:
+        from warp._src.context import runtime
+    except ImportError:  # Warp < 1.10
+        from warp.context import runtime
+    archs = getattr(runtime, "nvrtc_supported_archs", None)
+    return {
+        "toolkit": ".".join(map(str, runtime.toolkit_version)) if getattr(runtime, "toolkit_version", None) else None,
+        "driver": ".".join(map(str, runtime.driver_version)) if getattr(runtime, "driver_version", None) else None,
+        "nvrtc_archs": sorted(int(a) for a in archs) if archs else [],
+    }
