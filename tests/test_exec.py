@@ -71,7 +71,9 @@ def test_each_seed_mistake_is_found_at_its_iteration(mistake, expected):
     result = audit("--mistake", mistake)
     assert found(result) == expected
     first = result.findings[0]
-    assert all(f.severity.label == "error" for f in result.findings if f.check != "zero-audit" and f.severity.label != "info")
+    assert all(
+        f.severity.label == "error" for f in result.findings if f.check != "zero-audit" and f.severity.label != "info"
+    )
     if mistake in ("new-tape-zero", "target-changed", "nan-at"):
         assert first.evidence["site"].endswith(f"training_loop.py:{BACKWARD_LINE}")  # the tape.backward call
     if mistake == "optimizer-in-place":
