@@ -1,7 +1,7 @@
 """gradcheck: gradient diagnostics for NVIDIA Warp and Newton programs.
 
-The public surface is deliberately thin: ``gradcheck.check`` (and ``gradcheck.testing``,
-``gradcheck.clip``), the result types and the errors a bad option raises. The pipeline lives in
+The public surface is deliberately thin: ``gradcheck.check`` (a scenario), ``gradcheck.audit`` (code in this
+process, as ``gradcheck exec`` audits a program), ``gradcheck.testing`` and ``gradcheck.clip``, the result types and the errors a bad option raises. The pipeline lives in
 subpackages named for their role: ``cli`` → ``engine`` (runs scenarios) → ``scenario`` (finds and loads
 them), ``probes`` (everything that touches Warp at run time) and ``checks`` (Trace → Findings) →
 ``model`` (frozen results, options, errors) → ``formats`` (Report → text).
@@ -20,6 +20,13 @@ def check(scenario, **options):
     return _check(scenario, **options)
 
 
+def audit(params=None, max_norm=None, keep_going=False, fail_on="error"):
+    """Audit every Warp backward inside a ``with`` block, as ``gradcheck exec`` does (see gradcheck.auditing)."""
+    from gradcheck.auditing import audit as _audit
+
+    return _audit(params=params, max_norm=max_norm, keep_going=keep_going, fail_on=fail_on)
+
+
 __all__ = [
     "ExitCode",
     "Finding",
@@ -28,5 +35,6 @@ __all__ = [
     "Severity",
     "UsageError",
     "__version__",
+    "audit",
     "check",
 ]

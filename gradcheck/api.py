@@ -7,6 +7,7 @@ validated exactly as on the command line: a bad value raises ``gradcheck.UsageEr
 
 from __future__ import annotations
 
+from gradcheck.model.options import DEFAULT_CHECKS, DEFAULT_RUN
 from gradcheck.model.report import Report
 
 
@@ -14,14 +15,14 @@ def check(
     scenario,
     *,
     device: str | None = None,
-    passes: int = 5,
+    passes: int = DEFAULT_RUN.passes,
     fault: str | None = None,
     settings: dict | None = None,
     fail_on: str = "error",
     fd: str = "fast",
     replay: bool = True,
     clip_norm: float | None = None,
-    max_norm: float = 1e6,
+    max_norm: float = DEFAULT_CHECKS.max_norm,
 ) -> Report:
     """Run one scenario (a spec string like ``"cartpole"`` or ``"path.py:Name"``, or a scenario
     instance, class or factory) and return its Report. Option values may be any type; they are

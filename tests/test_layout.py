@@ -124,11 +124,11 @@ ALLOWED = {
     "engine": {"engine", "scenario", "scenarios", "observe", "probes", "checks", "model", "clip", "version"},
     "cli": {"cli", "engine", "scenario", "checks", "formats", "model", "version"},
     "api": {"engine", "model"},
-    "audit": {"engine", "model"},
+    "auditing": {"engine", "model"},
     "testing": {"api", "checks", "model"},
     "clip": {"probes", "model"},
     "version": set(),
-    "gradcheck": {"api", "audit", "model", "version"},
+    "gradcheck": {"api", "auditing", "model", "version"},
     "__main__": {"cli"},
 }
 

@@ -114,7 +114,7 @@ def _seen_finding(trace: Trace, subjects: list[str], carried: dict, family_size:
         subject=subject,
         message=(
             f"{who}when {unit} #{record.index} started{where}, after the params moved, {held}: the gradient of "
-            f"{subject} is the sum of this iteration's and an earlier one's ({len(hits)} of {trace.backwards or len(trace.passes)} "
+            f"{subject} is the sum of this iteration's and an earlier one's ({len(hits)} of {trace.iterations or len(trace.passes)} "
             f"{trace.units})"
         ),
         hint="zero every gradient the tape reaches between optimizer steps (tape.zero() after reading them, and "

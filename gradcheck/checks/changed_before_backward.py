@@ -58,7 +58,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 message=(
                     f"{others}{first.subject} changed after the forward recorded it and before backward "
                     f"{_at(trace, record)}; backward replays {readers} with the new values, so the gradient is of a "
-                    f"function the forward never evaluated ({count} of {trace.backwards or len(trace.passes)} "
+                    f"function the forward never evaluated ({count} of {trace.iterations or len(trace.passes)} "
                     f"{trace.units})"
                 ),
                 hint=f"change {first.subject} only after tape.backward (and after reading gradients), or give the "

@@ -54,7 +54,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     f"{first.subject}{others}: backward #{record.index} produced norm {first.produced_norm:.4g}, then "
                     f"{first.writer} updated the param and rewrote its gradient in place, and {first.reader} read "
                     f"norm {first.read_norm:.4g}: whatever reads it sees another gradient "
-                    f"({len(members)} of {trace.backwards or len(trace.passes)} {trace.units})"
+                    f"({len(members)} of {trace.iterations or len(trace.passes)} {trace.units})"
                 ),
                 hint="read or copy gradients before the optimizer step, or give the optimizer its own state buffers",
                 evidence={

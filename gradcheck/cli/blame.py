@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.run import DEVICE_HELP
+from gradcheck.cli.run import DEVICE_HELP, MAX_NORM
 from gradcheck.formats import OutputFormat
-from gradcheck.model.options import FailOn, FDMode
+from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
 
 
 def blame(
@@ -20,6 +20,7 @@ def blame(
     output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     fd: FDMode = typer.Option(FDMode.fast, "--fd", help="finite-difference check of the whole gradient too"),
+    max_norm: float = MAX_NORM,
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
 ) -> None:
@@ -37,11 +38,11 @@ def blame(
         output=output,
         fail_on=fail_on,
         clip_norm=None,
-        max_norm=1e6,
+        max_norm=max_norm,
         trace_nonfinite=False,
         fd=fd,
-        fd_warn=1e-2,
-        fd_error=1e-1,
+        fd_warn=DEFAULT_FD.warn,
+        fd_error=DEFAULT_FD.error,
         replay=False,
         blame=BlameMode.always,
         timeout=None,

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from gradcheck.cli.output import check_writable, emit, error_line, usage_report
+from gradcheck.cli.run import MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
 from gradcheck.model.options import FailOn
@@ -28,12 +29,13 @@ def exec_program(
     keep_going: bool = typer.Option(
         False, "--keep-going", help="skip a backward that would write through a dangling pointer, instead of stopping"
     ),
+    max_norm: float = MAX_NORM,
     debug: bool = typer.Option(False, "--debug", help="show the program's traceback when it fails"),
 ) -> None:
     """Run an unmodified Warp program and audit every tape.backward and tape.zero it makes."""
     from gradcheck.engine.environment import describe
     from gradcheck.engine.program_audit import audit_program
-    from gradcheck.model.options import severity
+    from gradcheck.model.options import CheckOptions, severity
     from gradcheck.model.report import Report
 
     program = list(program or [])
@@ -44,11 +46,12 @@ def exec_program(
         if module is None and not Path(target).is_file():
             raise UsageError(f"no such script {target!r}; give a .py file, or -m module")
         check_writable(output, inputs=[Path(target)] if module is None else [])
+        checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         emit(usage_report(str(exc), fail_on), fmt, None)
         error_line(str(exc))
         raise typer.Exit(2) from None
-    result, run = audit_program(target, program, module=module is not None, keep_going=keep_going)
+    result, run = audit_program(target, program, module=module is not None, keep_going=keep_going, checks=checks)
     if not debug:
         from dataclasses import replace
 

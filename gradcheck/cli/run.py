@@ -9,15 +9,17 @@ import typer
 from gradcheck.cli.output import check_writable, emit, error_line, input_files, stdout_to_stderr, usage_report
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
-from gradcheck.model.options import BlameMode, FailOn, FDMode
+from gradcheck.model.options import DEFAULT_CHECKS, DEFAULT_FD, DEFAULT_RUN, BlameMode, FailOn, FDMode
 
 DEVICE_HELP = "cpu or cuda:N (default: cuda:0 when available, else cpu)"
+# the check thresholds `run`, `blame` and `exec` share (defaults from gradcheck.model.options, stated once)
+MAX_NORM = typer.Option(DEFAULT_CHECKS.max_norm, "--max-norm", help="explosion: gradient norm above this is an error")
 
 
 def run(
     specs: list[str] = typer.Argument(..., metavar="SPEC...", help="built-in name, file.py[:Name], pkg.mod:Name"),
     device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    passes: int = typer.Option(5, "--passes", help="forward/backward passes per scenario"),
+    passes: int = typer.Option(DEFAULT_RUN.passes, "--passes", help="forward/backward passes per scenario"),
     fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
     settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
@@ -26,15 +28,19 @@ def run(
     clip_norm: float = typer.Option(
         None, "--clip-norm", help="clip the params' gradients to this global norm after each pass; show both norms"
     ),
-    max_norm: float = typer.Option(1e6, "--max-norm", help="explosion: gradient norm above this is an error"),
+    max_norm: float = MAX_NORM,
     trace_nonfinite: bool = typer.Option(
         False, "--trace-nonfinite", help="on NaN/Inf, re-run with wp.config.verify_fp and name the first bad operation"
     ),
     fd: FDMode = typer.Option(
         FDMode.fast, "--fd", help="finite-difference check: directional (fast), per element, off"
     ),
-    fd_warn: float = typer.Option(1e-2, "--fd-warn", help="fd-mismatch: relative error from which it is a warning"),
-    fd_error: float = typer.Option(1e-1, "--fd-error", help="fd-mismatch: relative error from which it is an error"),
+    fd_warn: float = typer.Option(
+        DEFAULT_FD.warn, "--fd-warn", help="fd-mismatch: relative error from which it is a warning"
+    ),
+    fd_error: float = typer.Option(
+        DEFAULT_FD.error, "--fd-error", help="fd-mismatch: relative error from which it is an error"
+    ),
     replay: bool = typer.Option(True, "--replay/--no-replay", help="write-after-read and reentrancy probe"),
     blame: BlameMode = typer.Option(
         BlameMode.auto, "--blame", help="per-launch adjoint test: when fd-mismatch fires (auto), always, off"

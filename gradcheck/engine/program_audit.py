@@ -180,16 +180,18 @@ class ProgramAudit:
             )
         if not observer.backwards:
             notes.append("the program never called tape.backward: nothing to audit")
+        notes.extend(observer.notes)
         fields.setdefault("device", trace.device)
         return verdict.result(trace, verdict.judge(trace, checks), notes=tuple(notes), **fields)
 
 
 def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
-    """Where the program keeps its state right now, long-lived first: its globals (runpy makes it
-    sys.modules["__main__"]), then the locals of every frame on the stack from the outermost in (Newton's example
-    runner keeps ``example`` in a local of ``newton.examples.run``). Names come from the earliest group that
-    reaches an array, so ``example.states[0].particle_qd`` wins over ``param``, a local of the function running
-    now; within a group, the program's own objects before the libraries' (a viewer holding the model)."""
+    """Where the program keeps its state right now, in the order names are taken from: first the program's own
+    objects (instances of its own classes) wherever they are, then everything else, long-lived first: the globals
+    (runpy makes them sys.modules["__main__"]), then the locals of every frame from the outermost in. So Newton's
+    example, a local of ``newton.examples.run``, names ``example.model.spring_rest_length`` rather than the viewer
+    that holds the same model, and ``ex.states[0].particle_qd`` wins over ``param``, a local of the function
+    running now."""
     import inspect
 
     main = sys.modules.get("__main__")
@@ -200,14 +202,22 @@ def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
         if (frame.f_globals.get("__name__", "") or "").split(".")[0] not in ("gradcheck", "warp", "runpy"):
             frames.append(frame)
         frame = frame.f_back
-    seen = {id(v) for v in groups[0].values()}
-    for frame in reversed(frames):
-        fresh = {k: v for k, v in frame.f_locals.items() if id(v) not in seen}
-        seen |= {id(v) for v in fresh.values()}
-        if fresh:
-            groups.append(fresh)
+    groups += [dict(f.f_locals) for f in reversed(frames)]
     del frames, frame
-    return [dict(sorted(g.items(), key=lambda kv: not type(kv[1]).__module__.startswith(own))) for g in groups]
+    seen: set[int] = set()
+    mine: dict = {}
+    for group in groups:
+        for key, value in group.items():
+            if type(value).__module__.startswith(own) and id(value) not in seen:
+                seen.add(id(value))
+                mine.setdefault(key, value)
+    ordered = [mine]
+    for group in groups:
+        rest = {k: v for k, v in group.items() if id(v) not in seen}
+        seen |= {id(v) for v in rest.values()}
+        if rest:
+            ordered.append(rest)
+    return ordered
 
 
 class _Program:

@@ -21,7 +21,7 @@ def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioRes
     """The ScenarioResult of a judged trace; ``fields``: spec, name, fault, device, options, seconds, notes…"""
     notes = tuple(fields.pop("notes", ())) + notes_of(trace)
     return ScenarioResult(
-        passes=fields.pop("passes", len(trace.passes) if trace.fixed_params else trace.backwards),
+        passes=fields.pop("passes", trace.iterations or len(trace.passes)),
         params=param_summaries(trace, findings),
         findings=findings,
         losses=fields.pop("losses", tuple(p.loss for p in trace.passes)),
@@ -118,8 +118,8 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
             subject=p.subject,
             shape=p.shape,
             dtype=p.dtype,
-            # a program that trains moves its params: its bounded history, not the few kept records
-            norms=p.norms if trace.fixed_params else tuple(s.norm for s in p.history),
+            # the bounded history (every pass or backward until it thins out), not just the kept records
+            norms=tuple(s.norm for s in p.history) or p.norms,
             clipped_norms=tuple(q.clipped_norm for q in p.passes) if trace.clip_norm is not None else (),
             verdict=", ".join(flagged.get(p.subject, [])) or ("backward not run" if no_backward else "ok"),
             role=p.role,

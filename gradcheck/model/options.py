@@ -172,4 +172,7 @@ def parse_settings(items) -> dict[str, str]:
     return settings
 
 
+# every default lives here, once: the CLI's options, gradcheck.check(), gradcheck.audit() and the checks read them
 DEFAULT_CHECKS = CheckOptions()
+DEFAULT_FD = FDOptions()
+DEFAULT_RUN = RunOptions()

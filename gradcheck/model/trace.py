@@ -347,7 +347,8 @@ class Trace:
     # every pass started from the same param values (gradcheck run restores them): then pass k's gradient must
     # equal pass 1's, and the loss must repeat. A program training under gradcheck exec moves its params.
     fixed_params: bool = True
-    backwards: int = 0  # tape.backward calls (and graph replays) observed; ≥ len(passes) when a long run dropped some
+    backwards: int = 0  # tape.backward calls (and graph replays) observed
+    iterations: int = 0  # passes, or backwards of a program: ≥ len(passes) when a long run kept only some records
     internal_errors: tuple[InternalError, ...] = ()  # probes of gradcheck's own that failed on this program
 
     @property

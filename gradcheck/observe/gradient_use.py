@@ -39,9 +39,9 @@ class GradientUse:
 
     def __init__(self, fingerprint, norm_of) -> None:
         self._fingerprint, self._norm_of = fingerprint, norm_of
-        self._produced: dict[int, _Produced] = {}  # id(grad) → what backward left there
-        self._by_owner: dict[int, int] = {}  # id(param) → id(its grad)
-        self._pending: dict[int, str] = {}  # id(grad) → the update launch that rewrote it (label)
+        # keyed by the gradient's memory (data pointer), not its object: a view of it is the same gradient
+        self._produced: dict[int, _Produced] = {}  # grad pointer → what backward left there
+        self._pending: dict[int, str] = {}  # grad pointer → the update launch that rewrote it (label)
         self._found: dict[int, GradientRewrite] = {}
 
     @property
@@ -50,13 +50,12 @@ class GradientUse:
 
     def start(self, produced: list[tuple[object, object, int, str, float]]) -> None:
         """(grad, owner, fingerprint, subject, norm) of every gradient backward produced for a measured array."""
-        self._produced = {id(g): _Produced(g, owner, fp, subject, norm) for g, owner, fp, subject, norm in produced}
-        self._by_owner = {id(p.owner): key for key, p in self._produced.items()}
+        self._produced = {g.ptr: _Produced(g, owner, fp, subject, norm) for g, owner, fp, subject, norm in produced}
         self._pending, self._found = {}, {}
 
     def close(self) -> tuple[GradientRewrite, ...]:
         found = tuple(self._found.values())
-        self._produced, self._by_owner, self._pending, self._found = {}, {}, {}, {}
+        self._produced, self._pending, self._found = {}, {}, {}
         return found
 
     def before(self, call, arguments, updates: list) -> list | None:
@@ -65,17 +64,18 @@ class GradientUse:
             return None
         from gradcheck.probes.warp_compat import argument_access
 
-        by_id = {id(value): label for label, value in arguments}
-        touched = [p for key, p in self._produced.items() if key in by_id]
+        by_ptr = {getattr(value, "ptr", None): label for label, value in arguments}
+        touched = [p for key, p in self._produced.items() if key in by_ptr]
         if not touched:
             return None
         access = argument_access(call.kernel)
-        updating = {id(g) for _param, g in updates}
+        updating = {g.ptr for _param, g in updates}
         token = []
         for p in touched:
-            if id(p.grad) in self._pending and access.reads_value(by_id[id(p.grad)]):
+            label = by_ptr[p.grad.ptr]
+            if p.grad.ptr in self._pending and access.reads_value(label):
                 self._read(p, f"launch {getattr(call.kernel, 'key', call.kernel)} ({short(caller_site())})")
-            if id(p.grad) in updating and access.writes_to(by_id[id(p.grad)]):  # an update that may rewrite it
+            if p.grad.ptr in updating and access.writes_to(label):  # an update that may rewrite it
                 token.append((p, self._fingerprint(p.grad), self._fingerprint(p.owner)))
         return token
 
@@ -84,11 +84,11 @@ class GradientUse:
             if self._fingerprint(p.grad) == grad_before or self._fingerprint(p.owner) == owner_before:
                 continue  # the gradient kept its values, or the param did not move: no update rewrote it
             where = short(caller_site())
-            self._pending[id(p.grad)] = f"launch {getattr(call.kernel, 'key', call.kernel)} ({where})"
+            self._pending[p.grad.ptr] = f"launch {getattr(call.kernel, 'key', call.kernel)} ({where})"
 
     def read(self, array, reader: str | None = None) -> None:
         """A host read of ``array`` (``array.numpy()``), or the driver's readout."""
-        key = id(array)
+        key = getattr(array, "ptr", None)
         if key in self._pending:
             self._read(self._produced[key], reader or f"host read ({short(caller_site())})")
 
@@ -97,7 +97,7 @@ class GradientUse:
             self._read(self._produced[key], reader)
 
     def _read(self, p: _Produced, reader: str) -> None:
-        key = id(p.grad)
+        key = p.grad.ptr
         if key in self._found or self._fingerprint(p.grad) == p.checksum:
             return  # reported once a window; a gradient the update put back as it was is the gradient
         self._found[key] = GradientRewrite(p.subject, self._pending[key], reader, p.norm, self._norm_of(p.grad))

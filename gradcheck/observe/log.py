@@ -109,5 +109,5 @@ def _notable(record: PassRecord, readings) -> bool:
         or record.hazards
         or record.pointer_issues
         or record.backward_skipped
-        or any(r.has_grad and r.nonfinite for r in readings)
+        or any(r.has_grad and (r.nonfinite or not r.equal_to_first) for r in readings)
     )

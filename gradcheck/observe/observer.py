@@ -104,6 +104,7 @@ class Observer:
         self.graph_replays = 0
         self.audited_replays = 0
         self.internal_errors: list[InternalError] = []
+        self.notes: list[str] = []  # what the observer could not do, said in the report
         self.no_backward_kernels: set[str] = set()
         self._depth = 0
         self._it: _Iteration | None = None
@@ -211,6 +212,7 @@ class Observer:
             "no_backward_kernels": tuple(sorted(self.no_backward_kernels)),
             "fixed_params": self.fixed_params,
             "backwards": self.backwards,
+            "iterations": self.log.iterations,
             "internal_errors": tuple(self.internal_errors),
         }
 
@@ -258,7 +260,7 @@ class Observer:
         arguments, updates, war, use = [], [], None, None
         with self._guard("launch"):
             arguments = call.arguments()
-            updates = _updates(call, arguments) if recording is None else []  # updates happen outside tapes
+            updates = _updates(call, arguments, self.book.by_pointer()) if recording is None else []
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
             use = self.use.before(call, arguments, updates)
         result = run()
@@ -277,7 +279,7 @@ class Observer:
             self._captured = (tape, loss, grads)
             return run()
         skipped = None
-        with self._guard("before backward"):
+        with self._guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
             skipped = self._before_backward(tape, loss, grads)
         if skipped:
             if self.stop_on_dangling:
@@ -315,7 +317,20 @@ class Observer:
             return run()
         tape, loss, grads = self._captured
         self.audited_replays += 1
+        if self.audited_replays == 1 or self._structure_changed:
+            with self._guard("write-after-read (captured forward)"):
+                self._replay_captured(tape)
         return self.on_backward(tape, loss, grads, run)
+
+    def _replay_captured(self, tape) -> None:
+        from gradcheck.observe.rewrites import replay_captured
+
+        watch = replay_captured(tape, self._fingerprint)
+        if isinstance(watch, str):
+            self.notes.append(f"write-after-read not checked on the captured forward: {watch}")
+            return
+        self.names.tape = tape
+        self._hazards = watch.results(self.names.label)
 
     def on_host_read(self, array) -> None:
         if self.use.active and not _capturing():
@@ -324,12 +339,18 @@ class Observer:
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:
-        self._flush_zero()
-        boundary = self._boundary()
+        """Open the iteration (bookkeeping that never fails), then gather the evidence, each part on its own: a
+        part that fails is an InternalError and the others still run."""
+        with self._guard("zero audit"):
+            self._flush_zero()
+        boundary = False
+        with self._guard("iteration"):
+            boundary = self._boundary()
         if self.auto_iterations or self._it is None:
             self._close_window()  # the last backward's gradients: their use ends here
         if self._last is not None and boundary and not self.leftovers.audited:
-            self._audit(only_left=True)  # a new iteration with no zero step since the last backward: audited now
+            with self._guard("zero audit"):
+                self._audit(only_left=True)  # a new iteration with no zero step since the last backward
         if self.auto_iterations or self._it is None:
             self._close()
             self._it = _Iteration(self.backwards + 1, boundary)
@@ -339,19 +360,25 @@ class Observer:
         it.site = it.site or caller_site()
         self.names.new_event()
         self.names.tape = tape
-        self.arguments.update(tape)
-        self.book.note_leaves(self._leaves_of(tape, loss, grads), self.names.label)
-        if it.backwards == 1:
-            self._residue(it)
         it.hazards, it.identical = self._hazards
         self._hazards = ((), ())
+        with self._guard("params"):
+            self.arguments.update(tape)
+            self.book.note_leaves(self._leaves_of(tape, loss, grads), self.names.label)
+        if it.backwards == 1:
+            with self._guard("leftovers"):
+                self._residue(it)
         watch = self._inputs.pop(id(tape), None)
         if watch is not None:
-            watch[1].check()
-            it.changed = watch[1].results(self.names.label)
-        observations = self._pointers(first=self.backwards == 1)
-        it.observations = observations
-        dangling = [o for o in observations if o.check == "dangling-adjoint" and o.in_tape]
+            with self._guard("changed inputs"):
+                watch[1].check()
+                it.changed = watch[1].results(self.names.label)
+        with self._guard("struct pointers"):
+            it.observations = self._pointers(first=self.backwards == 1)
+        return self._dangling(it)
+
+    def _dangling(self, it: _Iteration) -> str | None:
+        dangling = [o for o in it.observations if o.check == "dangling-adjoint" and o.in_tape]
         if not dangling:
             return None
         more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
@@ -372,22 +399,25 @@ class Observer:
         with contextlib.suppress(Exception):
             wp.synchronize()
         it = self._it
-        it.loss = _scalar(loss) if loss is not None else it.loss
+        self._last, self._moved = (tape, loss, grads), False
         it.launches = len(tape.launches)
         measured = self.book.measured()
-        it.stats = self.reader.measure(measured)
-        produced = [
-            (a.grad, a, it.stats[k].checksum, self.names.gradient_subject(a), it.stats[k].norm)
-            for k, a in measured.items()
-            if it.stats.get(k) is not None
-        ]
-        self.use.start(produced)
-        reach = reachable_gradients(tape, measured, lambda: self.names.names, self.arguments)
-        reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
-        seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
-        self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
-        self._last, self._moved = (tape, loss, grads), False
-        self._leaf_values = self._values() if not self.book.params() else None
+        with self._guard("gradients"):
+            it.loss = _scalar(loss) if loss is not None else it.loss
+            it.stats = self.reader.measure(measured)
+            produced = [
+                (a.grad, a, it.stats[k].checksum, self.names.gradient_subject(a), it.stats[k].norm)
+                for k, a in measured.items()
+                if it.stats.get(k) is not None
+            ]
+            self.use.start(produced)
+        with self._guard("leftovers"):
+            reach = reachable_gradients(tape, measured, lambda: self.names.names, self.arguments)
+            reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
+            seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
+            self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
+        with self._guard("iteration"):
+            self._leaf_values = self._values() if not self.book.params() else None
 
     def _boundary(self) -> bool:
         """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""
@@ -446,7 +476,8 @@ class Observer:
             return
         label, self._zero_label = self._zero_label, None
         self._close_window()
-        self._audit(label=label)
+        with self._guard("zero audit"):
+            self._audit(label=label)
 
     def _audit(self, label: str | None = None, only_left: bool = False) -> None:
         it = self._it
@@ -628,18 +659,25 @@ def _tape_leaves(tape) -> list:
     ]
 
 
-def _updates(call, arguments) -> list:
-    """(x, x.grad) pairs a launch takes when its code may write x: an update of x from its gradient."""
+def _updates(call, arguments, known: dict) -> list:
+    """(x, x.grad) for every array x a launch may write while it also takes x's gradient: an update of x from its
+    gradient. Matched by memory, not by object: warp.optim is handed views (``trajectories.flatten()`` and
+    ``trajectories.grad.flatten()``, new objects every step), so ``known`` (data pointer → array) maps a view to
+    the array the program holds."""
     from gradcheck.probes.warp_compat import argument_access, array_class, gradient_reader
 
     array_type, grad_of = array_class(), gradient_reader()
-    ids = {id(v) for _label, v in arguments}
+    arrays = [(label, v) for label, v in arguments if isinstance(v, array_type) and v.ptr]
+    if len(arrays) < 2:
+        return []
+    pointers = {v.ptr for _label, v in arrays}
+    access = argument_access(call.kernel)
     found = []
-    for label, value in arguments:
-        if isinstance(value, array_type):
-            grad = grad_of(value)
-            if grad is not None and id(grad) in ids and argument_access(call.kernel).writes_to(label):
-                found.append((value, grad))
+    for label, value in arrays:
+        owner = known.get(value.ptr, value)
+        grad = grad_of(owner)
+        if grad is not None and grad.ptr in pointers and grad.ptr != value.ptr and access.writes_to(label):
+            found.append((owner, grad))
     return found
 
 

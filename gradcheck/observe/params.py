@@ -58,6 +58,10 @@ class ParamBook:
         if self._roles.get(id(array)) != DECLARED:
             self._roles[id(array)] = role
 
+    def by_pointer(self) -> dict:
+        """data pointer → array, for every array in the book: how a view the program passes finds its owner."""
+        return {a.ptr: a for a in self._arrays.values() if getattr(a, "ptr", None)}
+
     def role(self, array) -> str | None:
         return self._roles.get(id(array))
 

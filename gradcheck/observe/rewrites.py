@@ -66,6 +66,46 @@ class RewriteWatch:
         return tuple(hazards), tuple(identical)
 
 
+CAPTURED_BUDGET_BYTES = 256 * 2**20  # copies kept to replay a captured forward, at most
+
+
+class _Replayed:
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+
+def replay_captured(tape, fingerprint) -> RewriteWatch | str:
+    """Write-after-read for a forward that was only captured into a graph (nothing ran while it recorded, so
+    nothing could be watched): the tape's launches are run again, one by one, from copies of every array they
+    take, with the watch around each, and every array is then put back bit for bit, so the program's own replay
+    starts from exactly the state it would have. Returns the watch, or why it was not done (over the budget)."""
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import kernel_argument_names, replayable_launches, tape_launches
+
+    launches = list(replayable_launches(tape_launches(tape)))
+    arrays = {id(a): a for *_head, inputs, outputs, _o in launches for v in [*inputs, *outputs] for a in _arrays_of(v)}
+    total = sum(max(int(getattr(a, "capacity", 0) or 0), 0) for a in arrays.values())
+    if total > CAPTURED_BUDGET_BYTES:
+        return f"the captured forward takes {total / 2**20:.0f} MiB of arrays, over the {CAPTURED_BUDGET_BYTES >> 20} MiB kept for copies"
+    saved = [(a, wp.clone(a, requires_grad=False)) for a in arrays.values()]
+    watch = RewriteWatch(fingerprint)
+    try:
+        for _index, kernel, dim, inputs, outputs, options in launches:
+            labels = kernel_argument_names(kernel)
+            arguments = [(labels[i] if i < len(labels) else "", v) for i, v in enumerate([*inputs, *outputs])]
+            call = _Replayed(kernel)
+            token = watch.before(call, arguments)
+            wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), record_tape=False, **options)
+            watch.after(call, arguments, token)
+    finally:
+        for array, copy in saved:
+            wp.copy(array, copy)
+    return watch
+
+
 def _arrays_of(value):
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import array_class

@@ -60,11 +60,18 @@ def _import_file(ref: ScenarioRef):
         raise UsageError(f"cannot load {path!r} as a Python module; give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # warp.kernel and dataclasses look modules up by name
+    # the file's own folder first on the path while it imports, as `python file.py` would have it: a scenario
+    # next to the program's model code imports it as the program does (`from model import Problem`)
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ScenarioError(f"importing scenario file {ref.spec!r} failed: {_describe(exc, path)}") from exc
+    finally:
+        if sys.path and sys.path[0] == folder:
+            del sys.path[0]
     return module
 
 

@@ -38,6 +38,7 @@ from gradcheck.probes.warp_compat.launches import (
     launch_reads,
     recorded_functions,
     recording_tape,
+    replayable_launches,
     tape_gradient_keys,
     tape_launches,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "observed",
     "recorded_functions",
     "recording_tape",
+    "replayable_launches",
     "same_struct_type",
     "scalar_type",
     "scalars_per_element",

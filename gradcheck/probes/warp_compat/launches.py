@@ -61,6 +61,19 @@ def launch_io(launches):
             yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
 
 
+def replayable_launches(launches):
+    """(index, kernel, dim, inputs, outputs, options) for each kernel entry, ``options`` what ``wp.launch`` needs
+    to run it again as it ran (device, max_blocks, and block_dim where this Warp has it)."""
+    from gradcheck.probes.warp_compat.hooks import launch_accepts
+
+    for index, entry in enumerate(launches):
+        if entry.__class__ is list:
+            options = {"device": entry[5], "max_blocks": entry[2]}
+            if launch_accepts("block_dim") and len(entry) > 6 and entry[6]:
+                options["block_dim"] = entry[6]
+            yield index, entry[LAUNCH_KERNEL], entry[1], entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS], options
+
+
 def launch_inputs_outputs(launches):
     """(inputs, outputs) of each kernel entry on a tape, as the launch listed them; record_func entries skipped."""
     for entry in launches:
