@@ -18,7 +18,6 @@ from gradcheck.probes.warp_compat.hooks import (
     LaunchCall,
     intercepted_launches,
     kernel_argument_names,
-    launch_accepts,
     observed,
 )
 from gradcheck.probes.warp_compat.kernel_access import ArgumentAccess, argument_access
@@ -31,6 +30,7 @@ from gradcheck.probes.warp_compat.launches import (
     backward_disabled,
     first_use_label,
     kernel_launches,
+    launch_accepts,
     launch_argument_list,
     launch_inputs_outputs,
     launch_io,

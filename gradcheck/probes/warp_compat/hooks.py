@@ -19,9 +19,9 @@ per launch when nothing is being watched. A Warp release that renames any of thi
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import sys
+
+from gradcheck.probes.warp_compat.launches import _internal_launch_module, _launch_signature
 
 
 class LaunchCall:
@@ -93,26 +93,6 @@ class LaunchCall:
 
 def kernel_argument_names(kernel) -> list[str]:
     return [arg.label for arg in getattr(getattr(kernel, "adj", None), "args", ())]
-
-
-@functools.cache
-def _launch_signature() -> tuple[dict, dict]:
-    parameters = inspect.signature(_internal_launch_module().launch).parameters
-    positions = {name: index for index, name in enumerate(parameters)}
-    defaults = {n: p.default for n, p in parameters.items() if p.default is not inspect.Parameter.empty}
-    return positions, defaults
-
-
-def launch_accepts(name: str) -> bool:
-    """Whether this Warp's ``wp.launch`` takes the parameter ``name`` (``block_dim`` is not on every release)."""
-    return name in _launch_signature()[0]
-
-
-def _internal_launch_module():
-    """The module whose ``launch`` Warp's own helpers call (``warp._src.context`` on 1.19, ``warp.context`` before)."""
-    import warp
-
-    return sys.modules[warp.launch.__module__]
 
 
 def launch_call(args: tuple, kwargs: dict) -> LaunchCall:

@@ -7,6 +7,9 @@ metadata]`` on every release from 1.5.1 to 1.19 (``dim`` an int before 1.19, a t
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
 from itertools import chain
 
 # Indexes, not unpacking: the hot loops read only these.
@@ -64,8 +67,6 @@ def launch_io(launches):
 def replayable_launches(launches):
     """(index, kernel, dim, inputs, outputs, options) for each kernel entry, ``options`` what ``wp.launch`` needs
     to run it again as it ran (device, max_blocks, and block_dim where this Warp has it)."""
-    from gradcheck.probes.warp_compat.hooks import launch_accepts
-
     for index, entry in enumerate(launches):
         if entry.__class__ is list:
             options = {"device": entry[5], "max_blocks": entry[2]}
@@ -149,3 +150,23 @@ def recording_tape(on_launch):
             on_launch(len(self.launches) - 1, kernel.key, inputs, outputs)
 
     return RecordingTape()
+
+
+@functools.cache
+def _launch_signature() -> tuple[dict, dict]:
+    parameters = inspect.signature(_internal_launch_module().launch).parameters
+    positions = {name: index for index, name in enumerate(parameters)}
+    defaults = {n: p.default for n, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    return positions, defaults
+
+
+def launch_accepts(name: str) -> bool:
+    """Whether this Warp's ``wp.launch`` takes the parameter ``name`` (``block_dim`` is not on every release)."""
+    return name in _launch_signature()[0]
+
+
+def _internal_launch_module():
+    """The module whose ``launch`` Warp's own helpers call (``warp._src.context`` on 1.19, ``warp.context`` before)."""
+    import warp
+
+    return sys.modules[warp.launch.__module__]
