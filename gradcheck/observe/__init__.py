@@ -7,6 +7,7 @@ one check registry (gradcheck.checks). What only ``run`` adds is what needs the 
 differences, the stateful-forward probe, the reentrancy probe and the per-launch blame.
 """
 
-from gradcheck.observe.observer import DanglingAdjointStop, Observer
+from gradcheck.observe.guard import DanglingAdjointStop
+from gradcheck.observe.observer import Observer
 
 __all__ = ["DanglingAdjointStop", "Observer"]

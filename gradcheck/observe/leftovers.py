@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gradcheck.model.trace import Survivor
+from gradcheck.model.trace import Residue, Survivor
 from gradcheck.probes.stats import StatsPlan
 
 
@@ -115,3 +115,25 @@ class Leftovers:
     def watch(self) -> None:
         """Watch the last audit's survivors through the next backward without judging residue (same iteration)."""
         self._watched = list(self.survivors)
+
+
+def classify_residue(left: list[Left], book, names) -> tuple[Residue, ...]:
+    """Residue records for the leftovers a backward starts with: in a param's own gradient ("param"), in an array
+    that depends on params on the tape running now ("upstream": backward propagates it into them), or elsewhere."""
+    from gradcheck.observe.dataflow import influence
+
+    params = book.params()
+    flow = influence(names.tape, params)
+    subjects = [names.gradient_subject(p) for p in params]
+    own = {id(p) for p in params}
+    found = []
+    for entry in left:
+        owner = entry.owner
+        if owner is not None and book.is_param(owner):
+            role, feeds = "param", (entry.subject,)
+        elif owner is not None and flow.get(id(owner)) and id(owner) not in own:
+            role, feeds = "upstream", tuple(subjects[i] for i in sorted(flow[id(owner)]))
+        else:
+            role, feeds = "other", ()
+        found.append(Residue(entry.subject, entry.norm, entry.nonzero, role, feeds, entry.left_by, False))
+    return tuple(found)

@@ -26,53 +26,23 @@ of the program. Nothing here ever breaks the program: a failure of the observer'
 from __future__ import annotations
 
 import contextlib
-import math
-import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 
-from gradcheck.model.trace import InternalError, PassRecord, Residue
+from gradcheck.model.trace import PassRecord
+from gradcheck.observe import values
 from gradcheck.observe.gradient_use import GradientUse
-from gradcheck.observe.leftovers import Leftovers
+from gradcheck.observe.guard import DanglingAdjointStop, Guarded
+from gradcheck.observe.iteration import Iteration
+from gradcheck.observe.leftovers import Leftovers, classify_residue
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.names import Names
-from gradcheck.observe.params import ParamBook
+from gradcheck.observe.params import ParamBook, updates
+from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
 from gradcheck.observe.sites import caller_site, short
 
-MAX_INTERNAL_ERRORS = 20
 
-
-class DanglingAdjointStop(Exception):
-    """Raised into the program instead of a backward that would write through freed memory (a sanitizer stopping
-    at the first invalid write); ``gradcheck exec --keep-going`` skips such backwards instead."""
-
-
-@dataclass
-class _Iteration:
-    index: int
-    boundary: bool  # a new iteration of the program: the params moved since the last backward, or a new pass
-    started: float = field(default_factory=time.perf_counter)
-    site: str | None = None
-    loss: float | None = None
-    launches: int = 0
-    backwards: int = 0
-    survivors: tuple = ()
-    audited: int = 0
-    observations: list = field(default_factory=list)
-    skipped: str | None = None
-    kept: tuple | None = None
-    residue: tuple = ()
-    rewrites: tuple = ()
-    changed: tuple = ()
-    hazards: tuple = ()
-    identical: tuple = ()
-    zero_step: str | None = None
-    stats: dict = field(default_factory=dict)  # key → GradStats right after the (last) backward
-    readout: dict = field(default_factory=dict)  # key → GradStats where the driver reads gradients
-    extra: dict = field(default_factory=dict)  # the driver's own fields (clip_total, clipped)
-
-
-class Observer:
+class Observer(Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
     def __init__(
@@ -90,6 +60,7 @@ class Observer:
         from gradcheck.probes.gradients import GradientReader
         from gradcheck.probes.tape_arguments import TapeArguments
 
+        super().__init__()
         self.device, self.ledger = device, ledger
         self.stop_on_dangling, self.auto_iterations, self.fixed_params = stop_on_dangling, auto_iterations, fixed_params
         self.watch_inputs = watch_inputs  # fingerprint what each recording read (changed-before-backward)
@@ -99,15 +70,14 @@ class Observer:
         self.log = IterationLog()
         self.arguments = TapeArguments()
         self.leftovers = Leftovers(device, self.names)
-        self.use = GradientUse(self._checksum, self._norm)
+        self.use = GradientUse(lambda a: values.checksum(a, device), lambda a: values.norm(a, device))
+        self.pointers = PointerWatch(self.names, ledger)
         self.backwards = 0
         self.graph_replays = 0
         self.audited_replays = 0
-        self.internal_errors: list[InternalError] = []
         self.notes: list[str] = []  # what the observer could not do, said in the report
         self.no_backward_kernels: set[str] = set()
-        self._depth = 0
-        self._it: _Iteration | None = None
+        self._it: Iteration | None = None
         self._recordings = 0
         self._structure_changed = True
         self._wars: dict[int, RewriteWatch] = {}
@@ -118,9 +88,6 @@ class Observer:
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
-        self._leaves: list = []
-        self._leaves_for = None
-        self._watch_structs: bool | None = None
         self._captured = None  # (tape, loss, grads) of a backward recorded into a graph: what its replays run
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
@@ -131,20 +98,7 @@ class Observer:
         with observed(self):
             yield self
 
-    @property
-    def busy(self) -> bool:
-        return self._depth > 0
-
     wants_launches = True  # launches are sorted out in on_launch (a forward launch with nothing to watch is cheap)
-
-    @contextlib.contextmanager
-    def ignoring(self):
-        """The driver's own work (restoring params, gradcheck's clip): not the program's."""
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
 
     def declare(self, params: dict) -> None:
         """The driver's params, by key (a scenario's params())."""
@@ -157,7 +111,7 @@ class Observer:
         with self._guard("iteration"):
             self._flush_zero()
             self._close()
-            self._it = _Iteration(index, boundary=True)
+            self._it = Iteration(index, boundary=True)
 
     @contextlib.contextmanager
     def zero_step(self, label: str):
@@ -225,7 +179,7 @@ class Observer:
             self._recordings += 1
             n = self._recordings
             if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
-                self._wars[id(tape)] = RewriteWatch(self._fingerprint)
+                self._wars[id(tape)] = RewriteWatch(values.fingerprint)
 
     def on_tape_exit(self, tape) -> None:
         if _capturing():
@@ -238,7 +192,6 @@ class Observer:
                 self.no_backward_kernels |= {
                     k.key for _, k, _ in kernel_launches(tape_launches(tape)) if backward_disabled(k)
                 }
-                self._leaves = []
             watch = self._wars.pop(id(tape), None)
             if watch is not None:
                 self.names.tape = tape
@@ -257,19 +210,19 @@ class Observer:
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
         if recording is not None and tape_watch is None and not self.use.active:
             return run()  # a forward launch with nothing to watch: the common case costs one lookup
-        arguments, updates, war, use = [], [], None, None
+        arguments, found, war, use = [], [], None, None
         with self._guard("launch"):
             arguments = call.arguments()
-            updates = _updates(call, arguments, self.book.by_pointer()) if recording is None else []
+            found = updates(call, arguments, self.book.by_pointer()) if recording is None else []
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
-            use = self.use.before(call, arguments, updates)
+            use = self.use.before(call, arguments, found)
         result = run()
         with self._guard("launch"):
             if war is not None:
                 tape_watch.after(call, arguments, war)
             if use:
                 self.use.after(call, use)
-            for array, _grad in updates:
+            for array, _grad in found:
                 self._moved = True
                 self.book.note_update(array, self.names.label)
         return result
@@ -325,7 +278,7 @@ class Observer:
     def _replay_captured(self, tape) -> None:
         from gradcheck.observe.rewrites import replay_captured
 
-        watch = replay_captured(tape, self._fingerprint)
+        watch = replay_captured(tape, values.fingerprint)
         if isinstance(watch, str):
             self.notes.append(f"write-after-read not checked on the captured forward: {watch}")
             return
@@ -353,7 +306,7 @@ class Observer:
                 self._audit(only_left=True)  # a new iteration with no zero step since the last backward
         if self.auto_iterations or self._it is None:
             self._close()
-            self._it = _Iteration(self.backwards + 1, boundary)
+            self._it = Iteration(self.backwards + 1, boundary)
         it = self._it
         self.backwards += 1
         it.backwards += 1
@@ -364,7 +317,7 @@ class Observer:
         self._hazards = ((), ())
         with self._guard("params"):
             self.arguments.update(tape)
-            self.book.note_leaves(self._leaves_of(tape, loss, grads), self.names.label)
+            self.book.note_tape(tape, self.arguments.unique, loss, grads, self.names.label)
         if it.backwards == 1:
             with self._guard("leftovers"):
                 self._residue(it)
@@ -374,10 +327,10 @@ class Observer:
                 watch[1].check()
                 it.changed = watch[1].results(self.names.label)
         with self._guard("struct pointers"):
-            it.observations = self._pointers(first=self.backwards == 1)
+            it.observations = self.pointers.audit(self.arguments.struct_roots, first=self.backwards == 1)
         return self._dangling(it)
 
-    def _dangling(self, it: _Iteration) -> str | None:
+    def _dangling(self, it: Iteration) -> str | None:
         dangling = [o for o in it.observations if o.check == "dangling-adjoint" and o.in_tape]
         if not dangling:
             return None
@@ -417,7 +370,7 @@ class Observer:
             seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
         with self._guard("iteration"):
-            self._leaf_values = self._values() if not self.book.params() else None
+            self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
 
     def _boundary(self) -> bool:
         """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""
@@ -426,42 +379,17 @@ class Observer:
         if self._moved:
             return True
         if self._leaf_values is not None and not self.book.params():
-            return self._values() != self._leaf_values
+            return values.checksums(self.book.measured().values()) != self._leaf_values
         return False
 
-    def _values(self) -> dict:
-        from gradcheck.probes.stats import gradient_stats
-        from gradcheck.probes.warp_compat import is_float_array
-
-        leaves = [a for a in self.book.measured().values() if is_float_array(a)]
-        return {id(a): s.checksum for a, s in zip(leaves, gradient_stats(leaves))} if leaves else {}
-
-    def _residue(self, it: _Iteration) -> None:
+    def _residue(self, it: Iteration) -> None:
         """Leftovers of an earlier iteration this backward will add to (only across a boundary)."""
         if not it.boundary:
             self.leftovers.watch()
             return
         left = self.leftovers.residue()
-        if not left:
-            return
-        from gradcheck.observe.dataflow import influence
-
-        params = self.book.params()
-        flow = influence(self.names.tape, params)
-        subjects = [self.names.gradient_subject(p) for p in params]
-        found = []
-        for entry in left:
-            owner = entry.owner
-            if owner is not None and self.book.is_param(owner):
-                role, feeds = "param", (entry.subject,)
-            elif owner is not None and flow.get(id(owner)) and id(owner) not in {id(p) for p in params}:
-                role, feeds = "upstream", tuple(subjects[i] for i in sorted(flow[id(owner)]))
-            else:
-                role, feeds = "other", ()
-            found.append((entry, role, feeds))
-        it.residue = tuple(
-            Residue(e.subject, e.norm, e.nonzero, role, feeds, e.left_by, False) for e, role, feeds in found
-        )
+        if left:
+            it.residue = classify_residue(left, self.book, self.names)
 
     # -- zero step ----------------------------------------------------------------------------------------------
     def _close_window(self) -> None:
@@ -484,12 +412,9 @@ class Observer:
         if it is None:
             return
         if it.kept is None:
-            it.kept = self.leftovers.kept()
+            it.settle_residue(self.leftovers.kept())
         survivors, audited = self.leftovers.audit(only_left=only_left)
         it.survivors, it.audited, it.zero_step = survivors, audited, label
-        if it.residue:  # what this iteration's backward left bit-identical of the residue: nothing added
-            kept = set(it.kept)
-            it.residue = tuple(_replace(r, kept=r.subject in kept) for r in it.residue)
 
     def _close(self) -> PassRecord | None:
         it, self._it = self._it, None
@@ -498,187 +423,31 @@ class Observer:
         from gradcheck.probes.struct_audit import pointer_issue
 
         if it.kept is None:
-            it.kept = self.leftovers.kept()
-            if it.residue:
-                kept = set(it.kept)
-                it.residue = tuple(_replace(r, kept=r.subject in kept) for r in it.residue)
+            it.settle_residue(self.leftovers.kept())
         self.reader.commit()
         samples, described = self._samples(it)
-        record = PassRecord(
-            index=it.index,
-            loss=it.extra["loss"] if "loss" in it.extra else it.loss,
-            launches=it.launches,
-            audited_buffers=it.audited,
-            survivors=it.survivors,
-            seconds=time.perf_counter() - it.started,
-            pointer_issues=tuple(pointer_issue(o) for o in it.observations),
-            backward_skipped=it.skipped,
-            clip_total=it.extra.get("clip_total"),
-            kept_by_backward=it.kept,
-            site=it.site,
-            residue=it.residue,
-            rewrites=it.rewrites,
-            changed=it.changed,
-            hazards=it.hazards,
-            identical=it.identical,
-            zero_step=it.zero_step,
-        )
+        record = it.record(tuple(pointer_issue(o) for o in it.observations))
         self.log.add(record, samples, described)
         return record
 
-    def _samples(self, it: _Iteration):
+    def _samples(self, it: Iteration):
         measured = self.book.measured()
         clipped = it.extra.get("clipped") or {}
         samples, described = {}, {}
         for key, stats in it.stats.items():
             reading = self.reader.record(key, stats, it.readout.get(key), clipped.get(key))
-            samples[key] = _replace(reading, index=it.index)
+            samples[key] = replace(reading, index=it.index)
             array = measured.get(key)
             if array is not None and not self.log.knows(key):
                 described[key] = (
                     self.names.gradient_subject(array),
                     tuple(array.shape),
                     _dtype_name(array.dtype),
-                    self._value_norm(key, array),
+                    values.norm(array, self.device),
                 )
         return samples, described
 
-    def _value_norm(self, key: str, array) -> float:
-        from gradcheck.probes.stats import gradient_stats
-        from gradcheck.probes.warp_compat import is_float_array
-
-        if not is_float_array(array):
-            return math.nan
-        return gradient_stats([array])[0].norm
-
-    # -- structs --------------------------------------------------------------------------------------------------
-    def _pointers(self, first: bool) -> list:
-        """Stale and dangling pointers in the structs the tape uses and, when they matter, the program's own."""
-        from gradcheck.probes.struct_audit import StructAuditor, gradient_relevant, is_struct_array
-
-        tape_roots = self.arguments.struct_roots
-        if not tape_roots and not first and not self._watch_structs:
-            return []
-        names = self.names.names
-        held = [(path, obj, False) for path, obj in names.structs.values()]
-        held += [(names.name(a), a, False) for a in names.arrays if is_struct_array(a)]
-        if first:
-            self._watch_structs = bool(tape_roots) or any(gradient_relevant(obj) for _, obj, _ in held)
-        roots = [(self._struct_name(v), v, True) for v in tape_roots] + held
-        return StructAuditor(names, self.ledger).audit(roots)
-
-    def _struct_name(self, value) -> str:
-        names = self.names.names
-        found = names.structs.get(id(value))
-        if found is not None:
-            return found[0]
-        return self.names.label(value)
-
     # -- helpers --------------------------------------------------------------------------------------------------
-    def _leaves_of(self, tape, loss, grads) -> list:
-        """Arrays that require grad, that a recorded launch reads and none writes (cached while the tape passes the
-        same arguments): the candidates for params a program never declared."""
-        if self._leaves and self.arguments.unique is self._leaves_for:
-            found = self._leaves
-        else:
-            found = _tape_leaves(tape)
-            self._leaves, self._leaves_for = found, self.arguments.unique
-        skip = {id(loss)} | {id(a) for a in (grads or {})}
-        return [a for a in found if id(a) not in skip]
-
-    def _checksum(self, array) -> int:
-        from gradcheck.probes.replay_probe import fingerprint
-        from gradcheck.probes.stats import gradient_stats
-        from gradcheck.probes.warp_compat import is_float_array
-
-        if is_float_array(array):
-            return gradient_stats([array], device=self.device)[0].checksum
-        return fingerprint(array)
-
-    def _fingerprint(self, array) -> int:
-        from gradcheck.probes.replay_probe import fingerprint
-
-        return fingerprint(array)
-
-    def _norm(self, array) -> float:
-        from gradcheck.probes.stats import gradient_stats
-
-        return gradient_stats([array], device=self.device)[0].norm
-
-    @contextlib.contextmanager
-    def _guard(self, component: str):
-        """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
-        program's (a DanglingAdjointStop and the user's Ctrl-C go through)."""
-        self._depth += 1
-        try:
-            yield
-        except DanglingAdjointStop:
-            raise
-        except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
-            self._internal(f"observer: {component}", exc)
-        finally:
-            self._depth -= 1
-
-    def _internal(self, component: str, exc: BaseException) -> None:
-        found = InternalError.of(component, exc)
-        if len(self.internal_errors) < MAX_INTERNAL_ERRORS and all(
-            (e.component, e.error) != (found.component, found.error) for e in self.internal_errors
-        ):
-            self.internal_errors.append(found)
-
-
-def _tape_leaves(tape) -> list:
-    from gradcheck.probes.replay_probe import arrays_of
-    from gradcheck.probes.warp_compat import (
-        argument_access,
-        array_class,
-        kernel_argument_names,
-        launch_io,
-        tape_launches,
-    )
-
-    array_type = array_class()
-    read: dict[int, object] = {}
-    written: set[int] = set()
-    for _index, kernel, inputs, outputs in launch_io(tape_launches(tape)):
-        access = argument_access(kernel)
-        labels = kernel_argument_names(kernel)
-        for position, value in enumerate([*inputs, *outputs]):
-            label = labels[position] if position < len(labels) else ""
-            # outputs= are written; an input is written when the kernel's code provably stores into it
-            writes = position >= len(inputs) or (access.known and access.writes_to(label))
-            for array in arrays_of(value, array_type):
-                if writes:
-                    written.add(id(array))
-                else:
-                    read.setdefault(id(array), array)
-    return [
-        a
-        for key, a in read.items()
-        if key not in written and getattr(a, "requires_grad", False) and getattr(a, "grad", None) is not None
-    ]
-
-
-def _updates(call, arguments, known: dict) -> list:
-    """(x, x.grad) for every array x a launch may write while it also takes x's gradient: an update of x from its
-    gradient. Matched by memory, not by object: warp.optim is handed views (``trajectories.flatten()`` and
-    ``trajectories.grad.flatten()``, new objects every step), so ``known`` (data pointer → array) maps a view to
-    the array the program holds."""
-    from gradcheck.probes.warp_compat import argument_access, array_class, gradient_reader
-
-    array_type, grad_of = array_class(), gradient_reader()
-    arrays = [(label, v) for label, v in arguments if isinstance(v, array_type) and v.ptr]
-    if len(arrays) < 2:
-        return []
-    pointers = {v.ptr for _label, v in arrays}
-    access = argument_access(call.kernel)
-    found = []
-    for label, value in arrays:
-        owner = known.get(value.ptr, value)
-        grad = grad_of(owner)
-        if grad is not None and grad.ptr in pointers and grad.ptr != value.ptr and access.writes_to(label):
-            found.append((owner, grad))
-    return found
 
 
 def _capturing() -> bool:
@@ -691,12 +460,6 @@ def _active_tape():
     from gradcheck.probes.warp_compat import active_tape
 
     return active_tape()
-
-
-def _replace(record, **changes):
-    from dataclasses import replace
-
-    return replace(record, **changes)
 
 
 def _scalar(loss) -> float | None:

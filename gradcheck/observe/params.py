@@ -23,6 +23,8 @@ class ParamBook:
         self._arrays: dict[int, object] = {}
         self._keys: dict[int, str] = {}
         self._roles: dict[int, str] = {}
+        self._leaves: list = []  # the last tape's leaves, for the argument set they were found in
+        self._leaves_for = None
 
     def declare(self, params: dict) -> None:
         """The driver's declared params (``{key: array}``), on every pass (``params()`` may hand out new arrays)."""
@@ -32,6 +34,14 @@ class ParamBook:
                     table.pop(old, None)
             self._keys[id(array)] = key  # the program's own key wins over any name a walk gave
             self._put(array, key, DECLARED)
+
+    def note_tape(self, tape, arguments, loss, grads, name_of) -> None:
+        """The leaves of a tape about to run backward (found again only when its arguments changed: ``arguments``
+        is the identity of the tape's classified argument set), the loss and grads= seeds aside."""
+        if arguments is not self._leaves_for or not self._leaves:
+            self._leaves, self._leaves_for = tape_leaves(tape), arguments
+        skip = {id(loss)} | {id(a) for a in (grads or {})}
+        self.note_leaves([a for a in self._leaves if id(a) not in skip], name_of)
 
     def note_leaves(self, leaves, name_of) -> None:
         for array in leaves:
@@ -88,3 +98,58 @@ class ParamBook:
 
     def __contains__(self, array) -> bool:
         return id(array) in self._roles
+
+
+def tape_leaves(tape) -> list:
+    """Arrays that require grad, that a recorded launch reads and none writes: the leaves of the tape."""
+    from gradcheck.probes.replay_probe import arrays_of
+    from gradcheck.probes.warp_compat import (
+        argument_access,
+        array_class,
+        kernel_argument_names,
+        launch_io,
+        tape_launches,
+    )
+
+    array_type = array_class()
+    read: dict[int, object] = {}
+    written: set[int] = set()
+    for _index, kernel, inputs, outputs in launch_io(tape_launches(tape)):
+        access = argument_access(kernel)
+        labels = kernel_argument_names(kernel)
+        for position, value in enumerate([*inputs, *outputs]):
+            label = labels[position] if position < len(labels) else ""
+            # outputs= are written; an input is written when the kernel's code provably stores into it
+            writes = position >= len(inputs) or (access.known and access.writes_to(label))
+            for array in arrays_of(value, array_type):
+                if writes:
+                    written.add(id(array))
+                else:
+                    read.setdefault(id(array), array)
+    return [
+        a
+        for key, a in read.items()
+        if key not in written and getattr(a, "requires_grad", False) and getattr(a, "grad", None) is not None
+    ]
+
+
+def updates(call, arguments, known: dict) -> list:
+    """(x, x.grad) for every array x a launch may write while it also takes x's gradient: an update of x from its
+    gradient. Matched by memory, not by object: warp.optim is handed views (``trajectories.flatten()`` and
+    ``trajectories.grad.flatten()``, new objects every step), so ``known`` (data pointer → array) maps a view to
+    the array the program holds."""
+    from gradcheck.probes.warp_compat import argument_access, array_class, gradient_reader
+
+    array_type, grad_of = array_class(), gradient_reader()
+    arrays = [(label, v) for label, v in arguments if isinstance(v, array_type) and v.ptr]
+    if len(arrays) < 2:
+        return []
+    pointers = {v.ptr for _label, v in arrays}
+    access = argument_access(call.kernel)
+    found = []
+    for label, value in arrays:
+        owner = known.get(value.ptr, value)
+        grad = grad_of(owner)
+        if grad is not None and grad.ptr in pointers and grad.ptr != value.ptr and access.writes_to(label):
+            found.append((owner, grad))
+    return found

@@ -1,0 +1,28 @@
+"""Struct adjoint pointers, judged before each backward: the structs the tape uses and, when they matter, the
+program's own (gradcheck.probes.struct_audit does the judging; this decides what to look at)."""
+
+from __future__ import annotations
+
+
+class PointerWatch:
+    def __init__(self, names, ledger) -> None:
+        self.names, self.ledger = names, ledger
+        self._watch_held: bool | None = None  # decided on the first backward: audit the structs the program holds?
+
+    def audit(self, struct_roots: list, first: bool) -> list:
+        """Stale and dangling pointers in the structs the tape uses and, when they matter, the program's own."""
+        from gradcheck.probes.struct_audit import StructAuditor, gradient_relevant, is_struct_array
+
+        if not struct_roots and not first and not self._watch_held:
+            return []
+        names = self.names.names
+        held = [(path, obj, False) for path, obj in names.structs.values()]
+        held += [(names.name(a), a, False) for a in names.arrays if is_struct_array(a)]
+        if first:
+            self._watch_held = bool(struct_roots) or any(gradient_relevant(obj) for _, obj, _ in held)
+        roots = [(self._struct_name(v), v, True) for v in struct_roots] + held
+        return StructAuditor(names, self.ledger).audit(roots)
+
+    def _struct_name(self, value) -> str:
+        found = self.names.names.structs.get(id(value))
+        return found[0] if found is not None else self.names.label(value)

@@ -1,0 +1,42 @@
+"""What the observer reads off an array: a fingerprint of its bytes, device checksums and norms.
+
+Gradient and parameter values are read with the device statistics kernel (gradcheck.probes.stats: a few scalars per
+buffer reach the host); fingerprints of arbitrary arguments (ints, structs) with a CRC of their bytes.
+"""
+
+from __future__ import annotations
+
+
+def fingerprint(array) -> int:
+    from gradcheck.probes.replay_probe import fingerprint as crc
+
+    return crc(array)
+
+
+def checksum(array, device=None) -> int:
+    """Bit-exact checksum: on the device for float arrays, a CRC of the bytes otherwise."""
+    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.probes.warp_compat import is_float_array
+
+    if is_float_array(array):
+        return gradient_stats([array], device=device)[0].checksum
+    return fingerprint(array)
+
+
+def checksums(arrays) -> dict[int, int]:
+    """id(array) → checksum, for the float arrays among ``arrays`` (one launch for all of them)."""
+    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.probes.warp_compat import is_float_array
+
+    floats = [a for a in arrays if is_float_array(a)]
+    return {id(a): s.checksum for a, s in zip(floats, gradient_stats(floats))} if floats else {}
+
+
+def norm(array, device=None) -> float:
+    """L2 norm over the finite values (NaN for a non-float array)."""
+    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.probes.warp_compat import is_float_array
+
+    if not is_float_array(array):
+        return float("nan")
+    return gradient_stats([array], device=device)[0].norm
