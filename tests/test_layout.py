@@ -187,3 +187,16 @@ def test_the_internals_pattern_catches_what_it_must():
     assert not INTERNALS.search("if wp.launch == other:")
     # and warp_compat really is where they live
     assert any(INTERNALS.search(p.read_text(encoding="utf-8")) for p in COMPAT.glob("*.py"))
+
+
+def test_every_file_and_function_is_small():
+    """One job a file: none over ~500 lines, no function over ~80 (a long one is several steps wanting names)."""
+    long_files, long_functions = [], []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 520:
+            long_files.append(f"{module}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                long_functions.append(f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not long_files and not long_functions, "\n".join(long_files + long_functions)

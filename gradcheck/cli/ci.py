@@ -45,11 +45,7 @@ def ci(
             fail_on=fail_on or config.fail_on,
             timeout=timeout,
         )
-        if update_baseline and baseline is None:
-            raise UsageError("--update-baseline needs --baseline FILE to write to")
-        if baseline is not None and not update_baseline and not baseline.is_file():
-            raise UsageError(f"--baseline {str(baseline)!r} does not exist; create it with --update-baseline")
-        accepted = Baseline.load(baseline) if baseline is not None and not update_baseline else None
+        accepted = _baseline(baseline, update_baseline)
         inputs = input_files([e.spec for e in config.entries]) + [Path(config.source)]
         check_writable(junit, "--junit", inputs + ([baseline] if baseline is not None else []))
         check_writable(baseline if update_baseline else None, "--baseline", inputs)
@@ -85,20 +81,35 @@ def ci(
         from gradcheck.formats.junit import render as junit_xml
 
         write_atomically(junit, junit_xml(report, list(BY_NAME)), "--junit")
-    if fmt == OutputFormat.json:
-        typer.echo(_json(_payload(report, config.source)), nl=False)
-    else:
-        for r in report.scenarios:
-            bad = r.failing(report.fail_on)
-            accepted_count = sum(1 for f in r.findings if f.baselined)
-            detail = r.error or (", ".join(sorted({f.check for f in bad})) or "ok")
-            typer.echo(f"{r.label}: {detail}" + (f" ({accepted_count} baselined)" if accepted_count else ""))
-        failing = sum(1 for r in report.scenarios if r.failing(report.fail_on))
-        errors = sum(1 for r in report.scenarios if r.error)
-        typer.echo(
-            f"{len(report.scenarios)} scenario(s), {failing} failing, {errors} error(s) — exit {int(report.exit_code)}"
-        )
+    typer.echo(_json(_payload(report, config.source)) if fmt == OutputFormat.json else _summary(report), nl=False)
     raise typer.Exit(int(report.exit_code))
+
+
+def _summary(report) -> str:
+    """One line per configured scenario, then the totals."""
+    lines = []
+    for r in report.scenarios:
+        bad = r.failing(report.fail_on)
+        accepted_count = sum(1 for f in r.findings if f.baselined)
+        detail = r.error or (", ".join(sorted({f.check for f in bad})) or "ok")
+        lines.append(f"{r.label}: {detail}" + (f" ({accepted_count} baselined)" if accepted_count else ""))
+    failing = sum(1 for r in report.scenarios if r.failing(report.fail_on))
+    errors = sum(1 for r in report.scenarios if r.error)
+    lines.append(
+        f"{len(report.scenarios)} scenario(s), {failing} failing, {errors} error(s) — exit {int(report.exit_code)}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _baseline(baseline: Path | None, update: bool):
+    """The baseline to apply (None: none, or one about to be written), or the usage error of a wrong one."""
+    from gradcheck.model.baseline import Baseline
+
+    if update and baseline is None:
+        raise UsageError("--update-baseline needs --baseline FILE to write to")
+    if baseline is not None and not update and not baseline.is_file():
+        raise UsageError(f"--baseline {str(baseline)!r} does not exist; create it with --update-baseline")
+    return Baseline.load(baseline) if baseline is not None and not update else None
 
 
 def _usage_payload(message: str, source: str | None = None) -> dict:

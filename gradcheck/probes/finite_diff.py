@@ -340,6 +340,41 @@ def run_fd(
     if any(not np.all(np.isfinite(grads[k])) for k in keys):
         return FDResult(mode=mode, skipped="gradients are not finite (see nonfinite)")
     rollouts = Rollouts(scenario, {k: params[k] for k in keys}, snapshots, state)
+    checked = _comparable(rollouts, mode, next(iter(params.values())).device, first_loss)
+    if isinstance(checked, FDResult):
+        return checked
+    base, again = checked
+    judge = Judge(rollouts, base, options)
+    scale = {k: param_scale(rollouts.x0[k]) for k in keys}
+    rng = np.random.default_rng(options.seed)
+    worst: list = [None]  # (probe, delta) of the worst converged disagreement
+    directions = _directions(judge, rollouts, grads, keys, scale, rng, options, worst)
+    elements = []
+    # elements sharpen a directional failure, and may decide where random directions could not (their largest
+    # entries have larger derivatives than a random direction sees, so the same noise hides less)
+    failed = options.auto_elements and any(p.rel_error >= options.warn or not p.converged for p in directions)
+    if options.mode is FDMode.elements or failed:
+        elements = _elements(judge, rollouts, grads, keys, scale, rng, options, worst)
+    return FDResult(
+        mode,
+        tuple(directions),
+        tuple(elements),
+        rollouts.count,
+        base,
+        None,
+        options.warn,
+        options.error,
+        noise_level=judge.sigma,
+        repeat_loss=again,
+        restored_arrays=len(rollouts.state.pairs),
+        state_note=rollouts.state.note,
+        culprit_direction=worst[0][1] if worst[0] else None,
+    )
+
+
+def _comparable(rollouts: Rollouts, mode: str, device, first_loss: float | None) -> tuple[float, float] | FDResult:
+    """(loss, loss again) when the unperturbed rollout is a scalar function of the params that reproduces the first
+    pass's loss, else the FDResult saying why no comparison can be made."""
     base = rollouts.loss({})
     if rollouts.output_size != 1:
         # a scenario with its own backward may return any output and seed it with grads=...: there is no
@@ -352,81 +387,69 @@ def run_fd(
     if not math.isfinite(base):
         return FDResult(mode=mode, skipped="the loss is not finite")
     again = rollouts.loss({})
-    device = next(iter(params.values())).device
     restored = len(rollouts.state.pairs)
     kept = f" (with the {restored} arrays it holds restored)" if restored else ""
-
-    def skipped(reason: str) -> FDResult:
-        return FDResult(
-            mode=mode,
-            rollouts=rollouts.count,
-            loss=base,
-            repeat_loss=again,
-            restored_arrays=restored,
-            state_note=rollouts.state.note,
-            skipped=reason,
-        )
-
+    reason = None
     if not _same_loss(base, again, device):
-        return skipped(
+        reason = (
             f"forward() is not a function of the params{kept}: the loss at the same params was {base!r}, "
             f"then {again!r}; a difference quotient would compare two different functions (see stateful-forward)"
         )
-    if first_loss is not None and math.isfinite(first_loss) and not _same_loss(first_loss, base, device):
-        return skipped(
+    elif first_loss is not None and math.isfinite(first_loss) and not _same_loss(first_loss, base, device):
+        reason = (
             f"the loss at the first pass's params{kept} was {base!r}, but the first pass's was {first_loss!r}: "
             "state outside the params changed after it (see stateful-forward), so its gradient is not the derivative "
             "these rollouts would measure"
         )
-    judge = Judge(rollouts, base, options)
-    scale = {k: param_scale(rollouts.x0[k]) for k in keys}
-    rng = np.random.default_rng(options.seed)
-
-    # a random unit direction sees about |g ⊙ s| / sqrt(N) of the (scaled) gradient
-    scaled_sq = sum(float(np.sum((grads[k] * scale[k]) ** 2)) for k in keys)
-    count = sum(grads[k].size for k in keys)
-    typical = math.sqrt(scaled_sq / max(count, 1))
-    directions = []
-    worst: tuple | None = None  # (probe, delta) of the worst converged disagreement
-    if options.mode is FDMode.fast:
-        for d in range(options.directions):
-            raw = {k: rng.standard_normal(rollouts.x0[k].shape) for k in keys}
-            norm = math.sqrt(sum(float(np.sum(r * r)) for r in raw.values()))
-            delta = {k: scale[k] * raw[k] / norm for k in keys}
-            ad = sum(float(np.sum(grads[k] * delta[k])) for k in keys)
-            directions.append(judge.probe(f"direction {d + 1}", ad, delta, typical))
-            worst = _worse(worst, directions[-1], delta, options)
-
-    elements = []
-    # elements sharpen a directional failure, and may decide where random directions could not (their largest
-    # entries have larger derivatives than a random direction sees, so the same noise hides less)
-    failed = options.auto_elements and any(p.rel_error >= options.warn or not p.converged for p in directions)
-    if options.mode is FDMode.elements or failed:
-        for _fam, members in group_by_family(keys, key=lambda k: k).items():
-            # entries 100x smaller than the family's largest are judged against 1% of it
-            floor = 1e-2 * max(float(np.max(np.abs(grads[k]))) * scale[k] for k in members)
-            for key, index in _pick_elements(members, grads, rng, options.elements):
-                delta = {key: np.zeros_like(rollouts.x0[key])}
-                delta[key][index] = scale[key]
-                ad = float(grads[key][index]) * scale[key]
-                probe = judge.probe(_element_label(key, index), ad, delta, floor)
-                elements.append(_per_unit(probe, scale[key]))
-                worst = _worse(worst, probe, delta, options)
+    if reason is None:
+        return base, again
     return FDResult(
-        mode,
-        tuple(directions),
-        tuple(elements),
-        rollouts.count,
-        base,
-        None,
-        options.warn,
-        options.error,
-        noise_level=judge.sigma,
+        mode=mode,
+        rollouts=rollouts.count,
+        loss=base,
         repeat_loss=again,
         restored_arrays=restored,
         state_note=rollouts.state.note,
-        culprit_direction=worst[1] if worst else None,
+        skipped=reason,
     )
+
+
+def _directions(judge, rollouts, grads, keys, scale, rng, options, worst: list) -> list[Probe]:
+    """Fast mode: random unit directions (in each param's scale)."""
+    import numpy as np
+
+    if options.mode is not FDMode.fast:
+        return []
+    # a random unit direction sees about |g ⊙ s| / sqrt(N) of the (scaled) gradient
+    scaled_sq = sum(float(np.sum((grads[k] * scale[k]) ** 2)) for k in keys)
+    typical = math.sqrt(scaled_sq / max(sum(grads[k].size for k in keys), 1))
+    directions = []
+    for d in range(options.directions):
+        raw = {k: rng.standard_normal(rollouts.x0[k].shape) for k in keys}
+        norm = math.sqrt(sum(float(np.sum(r * r)) for r in raw.values()))
+        delta = {k: scale[k] * raw[k] / norm for k in keys}
+        ad = sum(float(np.sum(grads[k] * delta[k])) for k in keys)
+        directions.append(judge.probe(f"direction {d + 1}", ad, delta, typical))
+        worst[0] = _worse(worst[0], directions[-1], delta, options)
+    return directions
+
+
+def _elements(judge, rollouts, grads, keys, scale, rng, options, worst: list) -> list[Probe]:
+    """Single entries per family: the largest-gradient ones and a few at random."""
+    import numpy as np
+
+    elements = []
+    for _fam, members in group_by_family(keys, key=lambda k: k).items():
+        # entries 100x smaller than the family's largest are judged against 1% of it
+        floor = 1e-2 * max(float(np.max(np.abs(grads[k]))) * scale[k] for k in members)
+        for key, index in _pick_elements(members, grads, rng, options.elements):
+            delta = {key: np.zeros_like(rollouts.x0[key])}
+            delta[key][index] = scale[key]
+            ad = float(grads[key][index]) * scale[key]
+            probe = judge.probe(_element_label(key, index), ad, delta, floor)
+            elements.append(_per_unit(probe, scale[key]))
+            worst[0] = _worse(worst[0], probe, delta, options)
+    return elements
 
 
 def _worse(worst: tuple | None, probe: Probe, delta: dict, options: FDOptions) -> tuple | None:

@@ -23,105 +23,17 @@ unit passes, its adjoint is split across them.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
-from gradcheck.probes.finite_diff import Rollouts, param_scale
+from gradcheck.probes.launch_record import COPY_BUDGET_BYTES, Launch, LaunchRecorder, record_forward, record_tangents
+from gradcheck.probes.unit_replay import test_unit
 
-COPY_BUDGET_BYTES = 1 << 30
+__all__ = ["COPY_BUDGET_BYTES", "check_launches", "check_recorded_functions", "record_forward", "record_tangents"]
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
 MAX_UNIT = 6  # launches in one unit at most
 MAX_UNITS = 8  # units tried around one failing launch
-
-
-@dataclass
-class _Launch:
-    index: int
-    kernel: object
-    dim: object
-    inputs: list
-    outputs: list
-    options: dict
-    pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
-    where: str | None = None
-    reads: frozenset = frozenset()  # ids of the arrays in inputs
-    writes: frozenset = frozenset()  # ids of the arrays in outputs
-
-
-class LaunchRecorder:
-    """Records every launch of one forward with copies of its array arguments as they were before it ran."""
-
-    def __init__(self, budget: int = COPY_BUDGET_BYTES):
-        self.launches: list[_Launch] = []
-        self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
-        self.budget, self.used = budget, 0
-        self.over_budget_at: int | None = None
-        self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
-        self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
-
-    def recorded_func(self, index: int, arrays) -> None:
-        """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
-        are kept here per entry, with the first call site outside Warp."""
-        import inspect
-
-        frame = inspect.currentframe().f_back
-        while frame is not None and (
-            frame.f_globals.get("__name__", "").split(".")[0] == "warp" or frame.f_globals.get("__name__") == __name__
-        ):
-            frame = frame.f_back
-        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
-        self.functions[index] = (list(arrays), where)
-
-    def before(self, kernel, dim, inputs, outputs, options) -> None:
-        import warp as wp
-
-        from gradcheck.probes.replay_probe import fingerprint
-
-        launch = _Launch(len(self.launches), kernel, dim, inputs, outputs, options)
-        launch.reads = frozenset(id(v) for v in inputs if _is_plain_array(v))
-        launch.writes = frozenset(id(v) for v in outputs if _is_plain_array(v))
-        launch.where = options.get("where")  # the caller of wp.launch
-        if self.over_budget_at is None:
-            for value in list(inputs) + list(outputs):
-                if not _is_plain_array(value):
-                    continue
-                fp = fingerprint(value)
-                known = self.latest.get(id(value))
-                if known is None or known[0] != fp:
-                    size = int(getattr(value, "capacity", 0) or 0)
-                    if self.used + size > self.budget:
-                        self.over_budget_at = launch.index
-                        launch.pre = {}
-                        break
-                    self.used += size
-                    known = (fp, wp.clone(value, requires_grad=False))
-                    self.latest[id(value)] = known
-                launch.pre[id(value)] = known[1]
-        self.launches.append(launch)
-
-
-def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
-    """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
-    params decide what is tested (see ``gradient_path``): pass them to check_launches."""
-    import warp as wp
-
-    from gradcheck.probes.warp_compat import intercepted_launches
-
-    recorder = LaunchRecorder(budget)
-    tape = wp.Tape()
-    record_func = tape.record_func
-
-    def recording_func(backward, arrays):
-        recorder.recorded_func(len(tape.launches), arrays)
-        return record_func(backward, arrays)
-
-    tape.record_func = recording_func  # on this instance only: wp.copy and user code find it as runtime.tape
-    with intercepted_launches(recorder.before), tape:
-        loss = scenario.forward()
-    recorder.loss_id = id(loss)
-    return recorder, tape, loss
 
 
 def check_launches(
@@ -138,13 +50,13 @@ def check_launches(
     read_after = _read_after(launches, recorder.loss_id)
     path = gradient_path(launches, params, recorder.loss_id)
     for launch in launches:
-        verdict = _test_unit([launch], options, rng, read_after, path, tangents)
+        verdict = test_unit([launch], options, rng, read_after, path, tangents)
         if verdict.status in ("mismatch", "assigns"):
             # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
             # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
             # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
             for unit in _units_around(launches, launch):
-                joint = _test_unit(unit, options, rng, read_after, path, tangents)
+                joint = test_unit(unit, options, rng, read_after, path, tangents)
                 if joint.status == "ok":
                     partners = [entry for entry in unit if entry is not launch]
                     verdict = replace(
@@ -162,61 +74,6 @@ def check_launches(
             verdict = replace(verdict, suspects=found)
         verdicts.append(verdict)
     return verdicts
-
-
-def record_tangents(
-    scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3, direction=None
-):
-    """launch index → {id(array): d(values before the launch) / dt} along a param direction (``direction``: the one
-    a finite-difference probe disagreed along, key → step; else random), from two more
-    recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
-    something else (a data-dependent launch sequence).
-
-    Why not a random direction per launch: launches are only ever evaluated on inputs the program can produce.
-    Newton's mass matrix is symmetric, its Cholesky reads one triangle and the solve's adjoint writes the
-    full-matrix convention: correct for every symmetric perturbation, wrong for a random one. The program's own
-    tangent keeps every such structure."""
-    import numpy as np
-
-    from gradcheck.probes.warp_compat import is_float_array
-
-    rng = np.random.default_rng(seed)
-    params = {key: arr for key, arr in params.items() if is_float_array(arr)}
-    base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
-    if direction:  # the param direction fd-mismatch disagreed along: its error is the sum of the launches'
-        direction = {
-            key: np.asarray(direction[key], dtype=np.float64).reshape(v.shape) if key in direction else 0.0 * v
-            for key, v in base_values.items()
-        }
-        size = math.sqrt(sum(float(np.sum(d * d)) for d in direction.values())) or 1.0
-        scale = math.sqrt(sum(param_scale(v) ** 2 for v in base_values.values()))
-        direction = {key: d * scale / size for key, d in direction.items()}
-    else:
-        direction = {key: param_scale(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
-    runs = []
-    for sign in (1.0, -1.0):
-        restore()
-        for key, arr in params.items():
-            arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
-        run, _tape, _loss = record_forward(scenario, recorder.budget)
-        runs.append(run)
-    restore()
-    plus, minus = runs
-    kernels = [launch.kernel for launch in recorder.launches]
-    if any([launch.kernel for launch in run.launches] != kernels for run in runs):
-        return None
-    tangents = {}
-    for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
-        # arguments match by position: the same launch in each run passes the same arrays
-        entry = {}
-        for value, v_up, v_down in zip(base.inputs, up.inputs, down.inputs):
-            if _is_plain_array(value) and is_float_array(value) and id(v_up) in up.pre and id(v_down) in down.pre:
-                a = up.pre[id(v_up)].numpy().astype(np.float64)
-                b = down.pre[id(v_down)].numpy().astype(np.float64)
-                if a.shape == b.shape:
-                    entry[id(value)] = (a - b) / (2 * step)
-        tangents[base.index] = entry
-    return tangents
 
 
 def check_recorded_functions(tape, functions=None, names=None, seed: int = 0) -> list[LaunchVerdict]:
@@ -358,7 +215,7 @@ def _overwritten(index: int, name: str, where, backward, arrays, rng, label_of) 
     )
 
 
-def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:
+def gradient_path(launches: list[Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:
     """(ids of arrays that depend on the params, ids of arrays the loss depends on), through the launches.
 
     Only derivatives along this path reach a param's gradient. Others are not the program's business: Newton's
@@ -375,7 +232,7 @@ def gradient_path(launches: list[_Launch], params, loss_id: int | None) -> tuple
     return depends, feeds
 
 
-def _read_after(launches: list[_Launch], loss_id: int | None):
+def _read_after(launches: list[Launch], loss_id: int | None):
     """read_after(key, index): is the value the array holds after launch ``index`` read by a later launch before
     anything overwrites it (or is it the loss)? Only those outputs carry adjoints in the program: a scratch output
     no later launch reads (Featherstone's ``tmp``) gets none, and a custom adjoint may rightly ignore it. By value,
@@ -399,7 +256,7 @@ def _read_after(launches: list[_Launch], loss_id: int | None):
     return read_after
 
 
-def _units_around(launches: list[_Launch], launch: _Launch):
+def _units_around(launches: list[Launch], launch: Launch):
     """Candidate units for a split adjoint, smallest first: the launch with each single consumer, with each single
     producer (Featherstone's solve with its Cholesky, not with the torque kernel that also feeds it), then with all
     consumers, all producers, two generations of producers, both sides; each at most MAX_UNIT launches, each tried
@@ -420,7 +277,7 @@ def _units_around(launches: list[_Launch], launch: _Launch):
             yield unit
 
 
-def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
+def _consumers(launches: list[Launch], unit: list[Launch]) -> list[Launch]:
     """The next launches after the unit that read a value the unit wrote (in outputs), before another launch
     overwrites it: the array may be reused for the next step's value."""
     live = set().union(*(entry.writes for entry in unit))
@@ -436,7 +293,7 @@ def _consumers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
     return found
 
 
-def _producers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
+def _producers(launches: list[Launch], unit: list[Launch]) -> list[Launch]:
     """The latest launches before the unit that wrote (in outputs) an array the unit reads and does not write."""
     written = frozenset().union(*(entry.writes for entry in unit))
     reads = set().union(*(entry.reads for entry in unit)) - written
@@ -449,253 +306,3 @@ def _producers(launches: list[_Launch], unit: list[_Launch]) -> list[_Launch]:
             if len(found) >= MAX_CONSUMERS or not reads:
                 break
     return found
-
-
-_ARRAY_CLASS: list = []
-
-
-def _is_plain_array(value) -> bool:
-    if not _ARRAY_CLASS:
-        from gradcheck.probes.warp_compat import array_class
-
-        _ARRAY_CLASS.append(array_class())
-    return isinstance(value, _ARRAY_CLASS[0]) and bool(value.ptr)
-
-
-def _label(unit: list[_Launch]) -> tuple[int, str, str | None]:
-    first = unit[0]
-    return first.index, first.kernel.key, first.where
-
-
-def _not_checked(unit, why: str) -> LaunchVerdict:
-    index, key, where = _label(unit)
-    return LaunchVerdict(index, key, where, "not-checked", note=why)
-
-
-class _UnitRollouts(Rollouts):
-    """The judge's rollouts for one unit: the weighted outputs of the unit replayed at perturbed inputs."""
-
-    def __init__(self, evaluate):
-        self.evaluate, self.count, self.output_size = evaluate, 0, 1
-
-    def loss(self, delta: dict) -> float:
-        self.count += 1
-        return self.evaluate(delta)
-
-
-def _tangent(unit: list[_Launch], keys: list[int], tangents) -> dict | None:
-    """The program's own tangent of the unit's inputs (each as the first launch of the unit read it), or None
-    when there is none or it is zero."""
-    import numpy as np
-
-    if not tangents:
-        return None
-    found = {}
-    for key in keys:
-        for launch in unit:
-            if key in launch.pre and key in tangents.get(launch.index, {}):
-                found[key] = tangents[launch.index][key]
-                break
-        else:
-            found[key] = None
-    if any(v is None for v in found.values()) or not any(np.any(v != 0) for v in found.values()):
-        return None
-    return found
-
-
-def _test_unit(unit: list[_Launch], options: FDOptions, rng, read_after, path, tangents=None) -> LaunchVerdict:
-    import numpy as np
-    import warp as wp
-
-    from gradcheck.probes.finite_diff import F32_EPS, Judge
-    from gradcheck.probes.warp_compat import backward_disabled, is_float_array, is_struct_instance
-
-    for launch in unit:
-        if not launch.pre and any(_is_plain_array(v) for v in launch.inputs + launch.outputs):
-            return _not_checked(unit, "over the memory budget for copies of forward values")
-        if any(is_struct_instance(v) for v in launch.inputs + launch.outputs):
-            return _not_checked(unit, "takes a struct argument (not replayed yet)")
-        if backward_disabled(launch.kernel):
-            return _not_checked(unit, "built with enable_backward=False")
-
-    arrays: dict[int, object] = {}
-    for launch in unit:
-        for v in launch.inputs + launch.outputs:
-            if _is_plain_array(v):
-                arrays.setdefault(id(v), v)
-    outputs = set().union(*(launch.writes for launch in unit))
-    first_pre = {}
-    for launch in unit:
-        for key, copy in launch.pre.items():
-            first_pre.setdefault(key, copy)
-
-    post: dict[int, dict] = {}  # launch index → its arrays as it left them (the base run)
-    buffers = {key: wp.clone(first_pre[key], requires_grad=False) for key in arrays}  # reused by every run
-
-    def run_forward(perturb: dict | None = None, keep: bool = False) -> dict:
-        perturb = perturb or {}
-        work = buffers
-        for key in arrays:
-            wp.copy(work[key], first_pre[key])
-        produced: set[int] = set()  # arrays an earlier launch of the unit wrote: those flow on
-        for position, launch in enumerate(unit):
-            # everything else as this launch found it in the forward (launches outside the unit may have run in
-            # between), with the perturbation of the unit's inputs applied again
-            for key, copy in launch.pre.items():
-                if key in produced or (position == 0 and key not in perturb):
-                    continue
-                if key in perturb:
-                    values = copy.numpy().astype(np.float64) + perturb[key]
-                    work[key].assign(values.astype(copy.numpy().dtype))
-                else:
-                    wp.copy(work[key], copy)
-            _forward(launch, work)
-            produced |= launch.writes
-            if keep:
-                post[launch.index] = {key: wp.clone(work[key], requires_grad=False) for key in launch.writes}
-        return work
-
-    def _forward(launch, work):
-        wp.launch(
-            launch.kernel,
-            launch.dim,
-            inputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.inputs],
-            outputs=[work.get(id(v), v) if _is_plain_array(v) else v for v in launch.outputs],
-            device=launch.options["device"],
-            **_launch_options(launch),
-        )
-
-    base = {key: wp.clone(value, requires_grad=False) for key, value in run_forward(keep=True).items()}
-    # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
-    # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
-    written = {key for key in arrays if _raw(base[key]) != _raw(first_pre[key])} | outputs
-    read = [id(v) for launch in unit for v in launch.inputs if _is_plain_array(v)]
-    # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
-    # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
-    grads = {key for key, a in arrays.items() if getattr(a, "requires_grad", False)}
-    depends, feeds = path
-    in_place = [
-        key
-        for key in written
-        if key in read and key not in outputs and key in grads and (key in depends or key in feeds)
-    ]
-    if in_place:
-        return _not_checked(unit, "updates an input array in place (Warp's adjoint does not support that)")
-    last = unit[-1].index
-    finals = [key for key in written if read_after(key, last) and is_float_array(arrays[key])]
-    finals = [key for key in finals if key in grads and key in feeds]
-    perturbable = [
-        key
-        for key in dict.fromkeys(read)
-        if key not in written and key in grads and key in depends and is_float_array(arrays[key])
-    ]
-    if not finals or not perturbable:
-        return _not_checked(unit, "no float input to perturb or float output to weigh")
-
-    weights = {key: rng.standard_normal(base[key].numpy().shape) for key in finals}
-    x0 = {key: first_pre[key].numpy().astype(np.float64) for key in perturbable}
-    scale = {key: param_scale(x0[key]) for key in perturbable}
-    raw = _tangent(unit, perturbable, tangents)
-    if raw is None:  # no program tangent reaches these inputs: a random direction, scaled per array
-        raw = {key: scale[key] * rng.standard_normal(x0[key].shape) for key in perturbable}
-    norm = math.sqrt(sum(float(np.sum(r * r)) for r in raw.values())) or 1.0
-    size = math.sqrt(sum(scale[key] ** 2 for key in perturbable))
-    direction = {key: size * raw[key] / norm for key in perturbable}
-
-    def weighted(work: dict) -> float:
-        return float(sum(np.sum(weights[k] * work[k].numpy().astype(np.float64)) for k in finals))
-
-    magnitude = float(sum(np.sum(np.abs(weights[k] * base[k].numpy().astype(np.float64))) for k in finals))
-
-    replay = {
-        launch.index: {
-            key: wp.clone(copy, requires_grad=False) for key, copy in {**launch.pre, **post[launch.index]}.items()
-        }
-        for launch in unit
-    }
-
-    def adjoint(prefill: dict) -> dict:
-        adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in arrays if key in grads}
-        for key in finals:
-            adj[key].assign(weights[key].astype(first_pre[key].numpy().dtype))
-        for key, values in prefill.items():
-            adj[key].assign(values.astype(first_pre[key].numpy().dtype))
-        for launch in reversed(unit):
-            # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
-            own = replay[launch.index]
-            for key, copy in launch.pre.items():
-                wp.copy(own[key], copy)
-            for key, copy in post[launch.index].items():
-                wp.copy(own[key], copy)
-            wp.launch(
-                launch.kernel,
-                launch.dim,
-                inputs=[own.get(id(v), v) if _is_plain_array(v) else v for v in launch.inputs],
-                outputs=[own.get(id(v), v) if _is_plain_array(v) else v for v in launch.outputs],
-                adj_inputs=[adj.get(id(v)) if _is_plain_array(v) else _zero_like(v) for v in launch.inputs],
-                adj_outputs=[adj.get(id(v)) if _is_plain_array(v) else _zero_like(v) for v in launch.outputs],
-                adjoint=True,
-                device=launch.options["device"],
-                **_launch_options(launch),
-            )
-        return {key: adj[key].numpy().astype(np.float64) for key in perturbable}
-
-    clean = adjoint({})
-    prefill = {key: rng.standard_normal(x0[key].shape) for key in perturbable}
-    filled = adjoint(prefill)
-    ad = sum(float(np.sum(clean[k] * direction[k])) for k in perturbable)
-
-    rollouts = _UnitRollouts(lambda delta: weighted(run_forward(delta)))
-    judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
-    probe = judge.probe("unit", ad, direction, 0.0)
-
-    index, key, where = _label(unit)
-    # the adjoint must add to what the input gradients held: filled == prefill + clean
-    worst = 0.0
-    for k in perturbable:
-        expected = prefill[k] + clean[k]
-        tolerance = 1e-4 * (np.abs(prefill[k]) + np.abs(clean[k])) + 1e-6
-        worst = max(worst, float(np.max(np.abs(filled[k] - expected) / tolerance)) if expected.size else 0.0)
-    if worst > 1.0 and any(np.any(clean[k] != 0) for k in perturbable):
-        return LaunchVerdict(
-            index,
-            key,
-            where,
-            "assigns",
-            probe.rel_error,
-            ad,
-            probe.fd,
-            rollouts.count,
-            note="its adjoint overwrites the input gradients instead of adding to them",
-        )
-    if not probe.converged:
-        return LaunchVerdict(index, key, where, "no-verdict", probe.rel_error, ad, probe.fd, rollouts.count)
-    status = "mismatch" if probe.rel_error >= options.warn else "ok"
-    return LaunchVerdict(index, key, where, status, probe.rel_error, ad, probe.fd, rollouts.count)
-
-
-def _launch_options(launch: _Launch) -> dict:
-    """The launch's own device, max_blocks and block_dim (block_dim only where this Warp has it), untaped."""
-    from gradcheck.probes.warp_compat import launch_accepts
-
-    options = {"max_blocks": launch.options["max_blocks"], "record_tape": False}
-    if launch.options.get("block_dim") and launch_accepts("block_dim"):
-        options["block_dim"] = launch.options["block_dim"]
-    return options
-
-
-def _raw(array) -> int:
-    import zlib
-
-    import numpy as np
-
-    values = np.ascontiguousarray(array.numpy())
-    return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
-
-
-def _zero_like(value):
-    """The adjoint of a non-array argument: zero of its type, or None for what has none."""
-    try:
-        return type(value)(0) if not isinstance(value, bool) else False
-    except Exception:  # noqa: BLE001 - vectors, structs: Warp accepts None for an unused adjoint
-        return None

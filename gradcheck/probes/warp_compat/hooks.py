@@ -111,15 +111,30 @@ def observed(events):
     """
     import warp as wp
 
-    tape_class = wp.Tape
     module = _internal_launch_module()
-    array_class = wp.array
-    originals = {name: tape_class.__dict__[name] for name in ("__enter__", "__exit__", "backward", "zero")}
-    public_launch, internal_launch = wp.launch, module.launch
-    capture = getattr(wp, "capture_launch", None)
-    numpy = array_class.__dict__["numpy"]
-    positions, defaults = _launch_signature()
+    tape_originals = {name: wp.Tape.__dict__[name] for name in ("__enter__", "__exit__", "backward", "zero")}
+    launches = (wp.launch, module.launch)
+    capture, numpy = getattr(wp, "capture_launch", None), wp.array.__dict__["numpy"]
+    for name, wrapper in _tape_wrappers(events, tape_originals).items():
+        setattr(wp.Tape, name, wrapper)
+    wp.launch = _watched(events, launches[0])
+    if module is not wp:
+        module.launch = wp.launch if launches[1] is launches[0] else _watched(events, launches[1])
+    if capture is not None:
+        wp.capture_launch = _replayed(events, capture)
+    wp.array.numpy = _read(events, numpy)
+    try:
+        yield
+    finally:
+        for name, original in tape_originals.items():
+            setattr(wp.Tape, name, original)
+        wp.launch, module.launch = launches
+        if capture is not None:
+            wp.capture_launch = capture
+        wp.array.numpy = numpy
 
+
+def _tape_wrappers(events, originals: dict) -> dict:
     def __enter__(tape):
         result = originals["__enter__"](tape)
         if not events.busy:
@@ -142,46 +157,41 @@ def observed(events):
             return originals["zero"](tape)
         return events.on_zero(tape, lambda: originals["zero"](tape))
 
-    def watched(original):
-        def launch(*args, **kwargs):
-            if events.busy or not events.wants_launches or kwargs.get("adjoint"):
-                result = original(*args, **kwargs)
-            else:
-                call = LaunchCall(args, kwargs, positions, defaults, sys._getframe(1))
-                result = events.on_launch(call, lambda: original(*args, **kwargs))
-            _recorded_from(sys._getframe(1))
-            return result
+    return {"__enter__": __enter__, "__exit__": __exit__, "backward": backward, "zero": zero}
 
-        launch.__wrapped__ = original
-        return launch
 
+def _watched(events, original):
+    positions, defaults = _launch_signature()
+
+    def launch(*args, **kwargs):
+        if events.busy or not events.wants_launches or kwargs.get("adjoint"):
+            result = original(*args, **kwargs)
+        else:
+            call = LaunchCall(args, kwargs, positions, defaults, sys._getframe(1))
+            result = events.on_launch(call, lambda: original(*args, **kwargs))
+        _recorded_from(sys._getframe(1))
+        return result
+
+    launch.__wrapped__ = original
+    return launch
+
+
+def _replayed(events, capture):
     def capture_launch(*args, **kwargs):
         if events.busy:
             return capture(*args, **kwargs)
         return events.on_graph_replay(lambda: capture(*args, **kwargs))
 
+    return capture_launch
+
+
+def _read(events, numpy):
     def host_numpy(array, *args, **kwargs):
         if not events.busy:
             events.on_host_read(array)
         return numpy(array, *args, **kwargs)
 
-    for name, wrapper in (("__enter__", __enter__), ("__exit__", __exit__), ("backward", backward), ("zero", zero)):
-        setattr(tape_class, name, wrapper)
-    wp.launch = watched(public_launch)
-    if module is not wp:
-        module.launch = wp.launch if internal_launch is public_launch else watched(internal_launch)
-    if capture is not None:
-        wp.capture_launch = capture_launch
-    array_class.numpy = host_numpy
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(tape_class, name, original)
-        wp.launch, module.launch = public_launch, internal_launch
-        if capture is not None:
-            wp.capture_launch = capture
-        array_class.numpy = numpy
+    return host_numpy
 
 
 def _recorded_from(frame) -> None:

@@ -1,0 +1,171 @@
+"""The blame probe's forward: every launch recorded with copies of its array arguments as they were before it ran.
+
+Warp records a launch on the tape only after it ran, and later launches overwrite what it read; the per-launch
+test (gradcheck.probes.unit_replay) needs the values each launch really ran on. So the probe forward intercepts
+every launch (gradcheck.probes.warp_compat.intercepted_launches) and keeps a copy of each array argument whenever
+it changed since its last copy, within a memory budget (launches past it are listed as not checked). Two more
+recorded forwards give the program's own tangent of each launch's inputs (``record_tangents``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gradcheck.probes.finite_diff import param_scale
+
+COPY_BUDGET_BYTES = 1 << 30
+
+
+@dataclass
+class Launch:
+    index: int
+    kernel: object
+    dim: object
+    inputs: list
+    outputs: list
+    options: dict
+    pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
+    where: str | None = None
+    reads: frozenset = frozenset()  # ids of the arrays in inputs
+    writes: frozenset = frozenset()  # ids of the arrays in outputs
+
+
+class LaunchRecorder:
+    """Records every launch of one forward with copies of its array arguments as they were before it ran."""
+
+    def __init__(self, budget: int = COPY_BUDGET_BYTES):
+        self.launches: list[Launch] = []
+        self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
+        self.budget, self.used = budget, 0
+        self.over_budget_at: int | None = None
+        self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
+        self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
+
+    def recorded_func(self, index: int, arrays) -> None:
+        """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
+        are kept here per entry, with the first call site outside Warp."""
+        import inspect
+
+        frame = inspect.currentframe().f_back
+        while frame is not None and (
+            frame.f_globals.get("__name__", "").split(".")[0] == "warp" or frame.f_globals.get("__name__") == __name__
+        ):
+            frame = frame.f_back
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
+        self.functions[index] = (list(arrays), where)
+
+    def before(self, kernel, dim, inputs, outputs, options) -> None:
+        import warp as wp
+
+        from gradcheck.probes.replay_probe import fingerprint
+
+        launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
+        launch.reads = frozenset(id(v) for v in inputs if is_plain_array(v))
+        launch.writes = frozenset(id(v) for v in outputs if is_plain_array(v))
+        launch.where = options.get("where")  # the caller of wp.launch
+        if self.over_budget_at is None:
+            for value in list(inputs) + list(outputs):
+                if not is_plain_array(value):
+                    continue
+                fp = fingerprint(value)
+                known = self.latest.get(id(value))
+                if known is None or known[0] != fp:
+                    size = int(getattr(value, "capacity", 0) or 0)
+                    if self.used + size > self.budget:
+                        self.over_budget_at = launch.index
+                        launch.pre = {}
+                        break
+                    self.used += size
+                    known = (fp, wp.clone(value, requires_grad=False))
+                    self.latest[id(value)] = known
+                launch.pre[id(value)] = known[1]
+        self.launches.append(launch)
+
+
+def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
+    """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
+    params decide what is tested (see ``gradient_path``): pass them to check_launches."""
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import intercepted_launches
+
+    recorder = LaunchRecorder(budget)
+    tape = wp.Tape()
+    record_func = tape.record_func
+
+    def recording_func(backward, arrays):
+        recorder.recorded_func(len(tape.launches), arrays)
+        return record_func(backward, arrays)
+
+    tape.record_func = recording_func  # on this instance only: wp.copy and user code find it as runtime.tape
+    with intercepted_launches(recorder.before), tape:
+        loss = scenario.forward()
+    recorder.loss_id = id(loss)
+    return recorder, tape, loss
+
+
+def record_tangents(
+    scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3, direction=None
+):
+    """launch index → {id(array): d(values before the launch) / dt} along a param direction (``direction``: the one
+    a finite-difference probe disagreed along, key → step; else random), from two more
+    recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
+    something else (a data-dependent launch sequence).
+
+    Why not a random direction per launch: launches are only ever evaluated on inputs the program can produce.
+    Newton's mass matrix is symmetric, its Cholesky reads one triangle and the solve's adjoint writes the
+    full-matrix convention: correct for every symmetric perturbation, wrong for a random one. The program's own
+    tangent keeps every such structure."""
+    import numpy as np
+
+    from gradcheck.probes.warp_compat import is_float_array
+
+    rng = np.random.default_rng(seed)
+    params = {key: arr for key, arr in params.items() if is_float_array(arr)}
+    base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
+    if direction:  # the param direction fd-mismatch disagreed along: its error is the sum of the launches'
+        direction = {
+            key: np.asarray(direction[key], dtype=np.float64).reshape(v.shape) if key in direction else 0.0 * v
+            for key, v in base_values.items()
+        }
+        size = math.sqrt(sum(float(np.sum(d * d)) for d in direction.values())) or 1.0
+        scale = math.sqrt(sum(param_scale(v) ** 2 for v in base_values.values()))
+        direction = {key: d * scale / size for key, d in direction.items()}
+    else:
+        direction = {key: param_scale(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
+    runs = []
+    for sign in (1.0, -1.0):
+        restore()
+        for key, arr in params.items():
+            arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
+        run, _tape, _loss = record_forward(scenario, recorder.budget)
+        runs.append(run)
+    restore()
+    plus, minus = runs
+    kernels = [launch.kernel for launch in recorder.launches]
+    if any([launch.kernel for launch in run.launches] != kernels for run in runs):
+        return None
+    tangents = {}
+    for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
+        # arguments match by position: the same launch in each run passes the same arrays
+        entry = {}
+        for value, v_up, v_down in zip(base.inputs, up.inputs, down.inputs):
+            if is_plain_array(value) and is_float_array(value) and id(v_up) in up.pre and id(v_down) in down.pre:
+                a = up.pre[id(v_up)].numpy().astype(np.float64)
+                b = down.pre[id(v_down)].numpy().astype(np.float64)
+                if a.shape == b.shape:
+                    entry[id(value)] = (a - b) / (2 * step)
+        tangents[base.index] = entry
+    return tangents
+
+
+_ARRAY_CLASS: list = []
+
+
+def is_plain_array(value) -> bool:
+    if not _ARRAY_CLASS:
+        from gradcheck.probes.warp_compat import array_class
+
+        _ARRAY_CLASS.append(array_class())
+    return isinstance(value, _ARRAY_CLASS[0]) and bool(value.ptr)
