@@ -27,8 +27,17 @@ NAME = "accumulation"
 SUMMARY = "gradients must not change between identical forward/backward passes"
 
 EXPLAIN = """
-What it means: the same inputs gave a different gradient on a later pass, so gradient from one backward leaked
-into the next.
+What it means: a param's gradient carries gradient from an earlier iteration.
+
+Evidence and severity (the same under run, exec and audit()):
+- measured: every pass started from the same params (gradcheck run restores them) and pass k's gradient differs
+  from pass 1's (bitwise on CPU, within atomics' reordering on CUDA): error;
+- seen: a backward of a new iteration (the params moved since the last backward, or a new pass) started with
+  gradient an earlier backward left, in the param's own gradient or in an array that depends on the param on this
+  tape (backward propagates it into the param): error. Several backwards at the same params before one update
+  (deliberate accumulation) are not a new iteration; a leftover the backward leaves bit-identical added nothing.
+- a warning instead when the loss itself changed at fixed params (see stateful-forward): different functions
+  have different gradients.
 
 Common causes: tape.zero() never called, or called before backward (Tape.gradients is filled only during
 backward, so zeroing a fresh tape clears nothing); only the params zeroed by hand while intermediate

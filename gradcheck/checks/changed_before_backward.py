@@ -24,6 +24,8 @@ What it means: an array that a launch on the tape read changed after forward() r
 tape.backward ran. Backward replays each launch with the values the arrays hold at that moment, so the gradient
 is of a function the forward never evaluated. Warp raises nothing (NVIDIA/warp#1350 asks for version counters).
 
+Severity: an error, under run (first pass, for scenarios with their own backward) and exec (every backward).
+
 Common causes: params clamped, normalised or projected in place before backward; a numpy write through a CPU
 view (arr.numpy()[i] = ...); state.assign(...) or wp.copy into a start state before backward; an input buffer
 refreshed for the next step before the last one was differentiated.

@@ -25,6 +25,12 @@ EXPLAIN = """
 What it means: a gradient norm exceeds --max-norm, or grows by orders of magnitude along the horizon
 (controls[0] >> controls[T]).
 
+Evidence and severity: a param's norm above --max-norm (default 1e6, the same option for run, exec and blame) is
+an error, unless the gradient only grew as the loss did: if |g| / |loss| at the peak is within 10x of its median
+over the earlier backwards, the objective got steep (a penalty switching on, as in Newton's drone MPC), not the
+backward: an info. A first gradient already above --max-norm has nothing to be compared with: an error. Growth
+by --growth (1e4) across an indexed family is a warning.
+
 Common causes: chaotic dynamics (double pendulum), stiff contacts, long horizons, a bug that multiplies the
 adjoint every step.
 

@@ -23,6 +23,12 @@ SUMMARY = "every param must have a gradient buffer that is nonzero on some pass"
 EXPLAIN = """
 What it means: a param has no .grad buffer, or its gradient is exactly zero on every pass backward ran.
 
+Evidence and severity: a param is an array the program declared (a scenario's params(), audit(params=...)) or
+one it updates from its gradient (a launch taking x and x.grad that writes x, e.g. an SGD or Adam step): a zero
+or absent gradient there is an error, whether or not any tape reads the array (one read only by a launch made
+before the tape is caught this way). A leaf (requires grad, read by the tape, updated by nothing seen) with a
+zero gradient is usually a model constant: one info lists them, only when the program showed no param at all.
+
 Common causes: the array was created without requires_grad=True; it is not read under the tape; Newton states
 or controls created inside the tape (Model.state()/control() copy model arrays with a taped wp.copy and the
 gradient lands in model.joint_q.grad); a struct field whose requires_grad changed after assignment

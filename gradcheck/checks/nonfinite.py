@@ -20,6 +20,9 @@ SUMMARY = "gradients and the loss must be free of NaN and Inf"
 EXPLAIN = """
 What it means: a gradient holds NaN or Inf. If the forward loss was finite, backward alone produced it.
 
+Severity: error on a param's gradient (declared, or updated from its gradient); info on a leaf nothing updates
+(the NaN flows through backward, but no update consumes it).
+
 Common causes: the adjoint of sqrt(0), length(0) or normalize(0) (d|v|/dv = v/|v| is 0/0 at v = 0); log of 0;
 division by a value that reaches 0; an exploding rollout.
 

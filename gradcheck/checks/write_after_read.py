@@ -25,6 +25,13 @@ EXPLAIN = """
 What it means: an array a launch read was rewritten with different values by a later launch. Backward replays
 the earlier launch from the array's current contents, so its gradient uses the later values.
 
+Evidence and severity (a warning): "read" means the earlier launch's code loads the array's values (read off the
+kernel's source); a launch that only accumulates into an array (wp.atomic_add into a loss) or only stores into it
+does not need them back, so a later rewrite cannot touch its gradient. Watched while the forward records, under
+run (first pass) and exec alike; a forward captured into a CUDA graph (nothing runs while it records) is replayed
+once from copies of its arrays, which are then put back bit for bit. A rewrite with the very values the reader
+saw is harmless and only listed in the evidence.
+
 Common causes: scratch buffers shared by every step of a rollout (stock Newton SolverFeatherstone's solver.J,
 P, H, L, M); in-place updates of state arrays.
 

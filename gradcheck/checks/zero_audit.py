@@ -24,6 +24,13 @@ EXPLAIN = """
 What it means: after your zero step a gradient buffer the tape can reach still holds values; the next backward
 that touches it adds to them.
 
+Evidence and severity: the zero step is whatever the program does (tape.zero() or reset(), a scenario's
+zero(tape)), audited once it is over; a program that starts a new iteration without one (a fresh tape each step,
+gradients zeroed by hand) is audited when the next iteration's backward starts, on the buffers still holding
+exactly what the last backward left. A survivor is a warning; an info when every later backward left it
+bit-identical (a seed it refills: nothing accumulated). When a survivor feeds a param's gradient, accumulation
+reports the consequence as an error.
+
 Common causes: zeroing only the params by hand; tape.zero() called on a fresh tape; gradients behind an array of
 structs (wp.array(dtype=MyStruct)), which tape.zero() cannot follow; buffers registered with record_func.
 On older Warp, tape.zero() itself skipped arrays seeded with tape.backward(grads=...) (before 1.6.0,
