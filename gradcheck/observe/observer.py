@@ -88,7 +88,8 @@ class Observer(Guarded):
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
-        self._captured = None  # (tape, loss, grads) of a backward recorded into a graph: what its replays run
+        self._capturing_backward = None  # (tape, loss, grads) of a backward being recorded into a graph
+        self._backward_graphs: dict[int, tuple] = {}  # id(graph) → (graph, tape, loss, grads): what its replays run
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -204,12 +205,12 @@ class Observer(Guarded):
                 self._inputs[id(tape)] = (tape, InputWatch(tape))
 
     def on_launch(self, call, run):
-        if self._captured is not None and _capturing():
-            return run()
         recording = _active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
         if recording is not None and tape_watch is None and not self.use.active:
             return run()  # a forward launch with nothing to watch: the common case costs one lookup
+        if _capturing():
+            return run()  # recorded into a graph, not run: nothing to fingerprint or read
         arguments, found, war, use = [], [], None, None
         with self._guard("launch"):
             arguments = call.arguments()
@@ -228,8 +229,8 @@ class Observer(Guarded):
         return result
 
     def on_backward(self, tape, loss, grads, run):
-        if _capturing():  # recorded into a graph, not run: its replays are the backwards
-            self._captured = (tape, loss, grads)
+        if _capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
+            self._capturing_backward = (tape, loss, grads)
             return run()
         skipped = None
         with self._guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
@@ -261,14 +262,21 @@ class Observer(Guarded):
                 self._close_window()
         return result
 
-    def on_graph_replay(self, run):
+    def on_capture_end(self, graph) -> None:
+        """A capture ended: if a backward was recorded into it, each replay of ``graph`` is a backward."""
+        if self._capturing_backward is not None and graph is not None:
+            self._backward_graphs[id(graph)] = (graph, *self._capturing_backward)
+            self._capturing_backward = None
+
+    def on_graph_replay(self, graph, run):
         """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
-        without Python seeing it: audited as a backward of the tape whose backward was captured. A graph with no
-        backward in it (a forward-only capture) is not one."""
+        without Python seeing it: audited as a backward of its tape. A graph with no backward in it (a forward-only
+        capture, or the forward half of a program that captures the two apart) is not one."""
         self.graph_replays += 1
-        if self._captured is None:
+        found = self._backward_graphs.get(id(graph))
+        if found is None:
             return run()
-        tape, loss, grads = self._captured
+        _graph, tape, loss, grads = found
         self.audited_replays += 1
         if self.audited_replays == 1 or self._structure_changed:
             with self._guard("write-after-read (captured forward)"):
@@ -280,7 +288,9 @@ class Observer(Guarded):
 
         watch = replay_captured(tape, values.fingerprint)
         if isinstance(watch, str):
-            self.notes.append(f"write-after-read not checked on the captured forward: {watch}")
+            note = f"write-after-read not checked on the captured forward: {watch}"
+            if note not in self.notes:
+                self.notes.append(note)
             return
         self.names.tape = tape
         self._hazards = watch.results(self.names.label)

@@ -83,9 +83,17 @@ def replay_captured(tape, fingerprint) -> RewriteWatch | str:
     starts from exactly the state it would have. Returns the watch, or why it was not done (over the budget)."""
     import warp as wp
 
-    from gradcheck.probes.warp_compat import kernel_argument_names, replayable_launches, tape_launches
+    from gradcheck.probes.warp_compat import (
+        kernel_argument_names,
+        replayable_launches,
+        takes_object_ids,
+        tape_launches,
+    )
 
     launches = list(replayable_launches(tape_launches(tape)))
+    handles = sorted({entry[1].key for entry in launches if takes_object_ids(entry[1])})
+    if handles:  # a hash grid or mesh the graph rebuilds as it replays: its id is not ours to dereference
+        return f"its launches pass object ids (wp.uint64: hash grids, meshes) that only the graph's own replay may use ({', '.join(handles[:3])})"
     arrays = {id(a): a for *_head, inputs, outputs, _o in launches for v in [*inputs, *outputs] for a in _arrays_of(v)}
     total = sum(max(int(getattr(a, "capacity", 0) or 0), 0) for a in arrays.values())
     if total > CAPTURED_BUDGET_BYTES:

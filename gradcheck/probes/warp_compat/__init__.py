@@ -39,6 +39,7 @@ from gradcheck.probes.warp_compat.launches import (
     recorded_functions,
     recording_tape,
     replayable_launches,
+    takes_object_ids,
     tape_gradient_keys,
     tape_launches,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "struct_records",
     "struct_type_class",
     "struct_vars",
+    "takes_object_ids",
     "tape_gradient_keys",
     "tape_launches",
     "wrap_allocator",

@@ -107,7 +107,8 @@ def observed(events):
     ``events.busy``: bypass every hook (the observer's own work). ``events.wants_launches``: False lets launches go
     straight through. The methods: ``on_tape_enter(tape)``, ``on_tape_exit(tape)``,
     ``on_backward(tape, loss, grads, run)``, ``on_zero(tape, run)``, ``on_launch(call, run)``,
-    ``on_graph_replay(run)`` and ``on_host_read(array)``; each ``run`` calls the original and returns its result.
+    ``on_capture_end(graph)``, ``on_graph_replay(graph, run)`` and ``on_host_read(array)``; each ``run`` calls the
+    original and returns its result.
     """
     import warp as wp
 
@@ -115,6 +116,7 @@ def observed(events):
     tape_originals = {name: wp.Tape.__dict__[name] for name in ("__enter__", "__exit__", "backward", "zero")}
     launches = (wp.launch, module.launch)
     capture, numpy = getattr(wp, "capture_launch", None), wp.array.__dict__["numpy"]
+    capture_end = getattr(wp, "capture_end", None)
     for name, wrapper in _tape_wrappers(events, tape_originals).items():
         setattr(wp.Tape, name, wrapper)
     wp.launch = _watched(events, launches[0])
@@ -122,6 +124,8 @@ def observed(events):
         module.launch = wp.launch if launches[1] is launches[0] else _watched(events, launches[1])
     if capture is not None:
         wp.capture_launch = _replayed(events, capture)
+    if capture_end is not None:
+        wp.capture_end = _captured(events, capture_end)
     wp.array.numpy = _read(events, numpy)
     try:
         yield
@@ -131,6 +135,8 @@ def observed(events):
         wp.launch, module.launch = launches
         if capture is not None:
             wp.capture_launch = capture
+        if capture_end is not None:
+            wp.capture_end = capture_end
         wp.array.numpy = numpy
 
 
@@ -180,9 +186,22 @@ def _replayed(events, capture):
     def capture_launch(*args, **kwargs):
         if events.busy:
             return capture(*args, **kwargs)
-        return events.on_graph_replay(lambda: capture(*args, **kwargs))
+        graph = args[0] if args else kwargs.get("graph")
+        return events.on_graph_replay(graph, lambda: capture(*args, **kwargs))
 
     return capture_launch
+
+
+def _captured(events, capture_end):
+    """``wp.capture_end`` (ScopedCapture calls it): the graph a capture made, told to the observer."""
+
+    def end(*args, **kwargs):
+        graph = capture_end(*args, **kwargs)
+        if not events.busy:
+            events.on_capture_end(graph)
+        return graph
+
+    return end
 
 
 def _read(events, numpy):
@@ -236,8 +255,11 @@ def intercepted_launches(before):
         def on_zero(self, tape, run):
             return run()
 
-        def on_graph_replay(self, run):
+        def on_graph_replay(self, graph, run):
             return run()
+
+        def on_capture_end(self, graph):
+            pass
 
         def on_host_read(self, array):
             pass

@@ -57,6 +57,14 @@ def launch_reads(launches):
             yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
 
 
+def takes_object_ids(kernel) -> bool:
+    """Whether the kernel takes a ``wp.uint64`` argument: an object id (hash grid, mesh, BVH, volume), a raw handle
+    only valid where the program made it valid (a captured graph may rebuild the object when it replays)."""
+    import warp as wp
+
+    return any(getattr(arg, "type", None) is wp.uint64 for arg in getattr(getattr(kernel, "adj", None), "args", ()))
+
+
 def launch_io(launches):
     """(index, kernel, inputs, outputs) for each kernel entry, as the launch listed them."""
     for index, entry in enumerate(launches):
