@@ -294,13 +294,32 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import differential
     import exec_overhead
+    import long_training
 
     results["differential"] = differential.measure(rounds=args.rounds)
     results["e1"] = exec_overhead.measure(rounds=args.rounds)
+    results["e2"] = long_training.measure((1000, 10000, 100000))
     text = render(results, args)
     print(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
+
+
+def long_rows(e2: dict) -> str:
+    """E2: per-backward cost and peak memory of a small training loop, at growing lengths."""
+    rows = e2["rows"]
+    sizes = ", ".join(f"{n:,}: {row['exec'][1]} MiB" for n, row in rows.items())
+    plain = ", ".join(f"{row['python'][1]}" for row in rows.values())
+    first, *_, last = list(rows)
+    early = 1000 * (rows[list(rows)[1]]["exec"][0] - rows[first]["exec"][0]) / (list(rows)[1] - first)
+    late = 1000 * (rows[last]["exec"][0] - rows[list(rows)[-2]]["exec"][0]) / (last - list(rows)[-2])
+    p = e2["per_backward_ms"]
+    return (
+        f"| E2 | a small training loop (`bench/train_loop.py`, 2 launches an iteration) under `gradcheck exec`, "
+        f"{first:,} to {last:,} backwards: per-backward cost early vs late, and peak RSS | **{early:.3f} ms vs "
+        f"{late:.3f} ms** a backward (python {p['python']:.3f} ms: {e2['ratio']:.1f}× on a loop this small); exec "
+        f"peak RSS {sizes} (python {plain} MiB) | flat in N | {ok(late <= 1.2 * early and max(r['exec'][1] for r in rows.values()) <= 1.1 * min(r['exec'][1] for r in rows.values()))} |"
+    )
 
 
 def differential_rows(results: dict) -> str:
@@ -350,6 +369,7 @@ two timings taken in the same run.
 | B1 | the same, per-step scratch (correct solver) | {r["p2"]["per-step"]["gradcheck_tape_s"] / r["p2"]["per-step"]["blame_s"]:.1f}× ({r["p2"]["per-step"]["blame_s"]:.1f} s vs {r["p2"]["per-step"]["gradcheck_tape_s"]:.1f} s; {_statuses(r["p2"]["per-step"]["blame_statuses"])}) | ≥ 10× | {ok(r["p2"]["per-step"]["gradcheck_tape_s"] / r["p2"]["per-step"]["blame_s"] >= 10)} |
 {differential_rows(r["differential"])}
 | E1 | `gradcheck exec` on Newton's unmodified `diffsim_ball` (`--viewer null --num-frames 3 --device cpu`) vs plain `python -m`, whole process, warm cache | **{r["e1"]["ratio"]:.3f}×** ({r["e1"]["exec"]:.2f} s vs {r["e1"]["python"]:.2f} s; rounds {", ".join(f"{x:.3f}" for x in r["e1"]["rounds"])}) | ≤ 1.5× | {ok(r["e1"]["ratio"] <= 1.5)} |
+{long_rows(r["e2"])}
 | S1 | struct audit (tape scan + scenario walk + mirror/record checks) over {r["s1"]["fields"]:,} struct array fields and a tape of {r["s1"]["launches"]:,} launches | {r["s1"]["seconds"]:.3f} s | < 0.5 s | {ok(r["s1"]["seconds"] < 0.5)} |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
