@@ -29,6 +29,7 @@ def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioRes
         clip=_clip_summary(trace),
         fd=_fd_summary(trace),
         blame=_blame_summary(trace),
+        unit=trace.unit,
         **fields,
     )
 

@@ -66,7 +66,8 @@ def _scenario(console, result) -> None:
             console.print(result.traceback, markup=False)
         if not result.passes:
             return  # else the passes that finished before it, checked, as for any scenario
-    console.print(f"{result.passes} passes on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
+    units = "passes" if result.unit == "pass" else f"{result.unit}s"
+    console.print(f"{result.passes} {units} on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")
     if result.clip:

@@ -154,6 +154,7 @@ class ScenarioResult:
     fd: FDSummary | None = None  # finite differences
     blame: BlameSummary | None = None  # per-launch adjoint test, when it ran
     label: str | None = None  # the job's name when it is not the scenario's (gradcheck ci: the config entry)
+    unit: str = "pass"  # what ``passes`` counts: "pass" (gradcheck run) or "backward" (a program under exec)
 
     @property
     def status(self) -> str:
@@ -183,6 +184,7 @@ class ScenarioResult:
             "status": self.status,
             "error": self.error,
             "passes": self.passes,
+            "unit": self.unit,
             "seconds": round(self.seconds, 3),
             "losses": [_json_float(x) for x in self.losses],
             "notes": list(self.notes),
