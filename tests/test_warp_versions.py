@@ -111,9 +111,11 @@ def test_requires_grad_off_is_warp_720_where_it_exists():
     if STRUCT_GRAD_FREED.affects(WARP):
         (dangling,) = by_check(result.findings, "dangling-adjoint")
         assert dangling.subject == "model.geo.scale.grad"
-        assert dangling.evidence["kind"] == "reused"
-        assert dangling.evidence["owner"] == "loss_log"
-        assert int(dangling.evidence["pointer"], 16) == scenario.loss_log.ptr  # and it really lives there
+        # which allocation gets the freed address is the allocator's business (alone, loss_log gets it; after other
+        # tests in the same process, the free list may hand it elsewhere): the verdict must say which happened
+        reused = int(dangling.evidence["pointer"], 16) == scenario.loss_log.ptr
+        assert dangling.evidence["kind"] == ("reused" if reused else "freed")
+        assert dangling.evidence["owner"] == ("loss_log" if reused else None)
         assert dangling.evidence["upstream_bug"] == "NVIDIA/warp#720"
         assert dangling.evidence["backward_skipped_passes"] == [1, 2, 3]
         assert not by_check(result.findings, "stale-adjoint")

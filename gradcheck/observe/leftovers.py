@@ -60,7 +60,10 @@ class Leftovers:
         """Remember what backward ``index`` reached and left."""
         table = self._after_plan.table(reach.grads, device=self._device)
         self._reach, self._left = reach, table.columns["checksum"].copy()
-        self._reseeded, self._seeded, self._backward, self._audited = reseeded, seeded, index, False
+        # seeds add up over the backwards before a zero step (one backward per output seeds each output in turn)
+        self._reseeded |= reseeded
+        self._seeded |= seeded
+        self._backward, self._audited = index, False
 
     def audit(self, only_left: bool = False) -> tuple[tuple[Survivor, ...], int]:
         """The zero audit: (survivors, buffers looked at). ``only_left``: no zero step was seen, so only buffers
@@ -92,6 +95,10 @@ class Leftovers:
                              self._backward))  # fmt: skip
         self.survivors, self._audited = kept, True
         return tuple(survivors), len(reach)
+
+    def new_iteration(self) -> None:
+        """Seeds are told apart per iteration: the next one seeds afresh."""
+        self._reseeded, self._seeded = set(), set()
 
     def residue(self) -> list[Left]:
         """Survivors still holding exactly their values now, as a backward of a new iteration starts."""

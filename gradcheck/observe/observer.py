@@ -424,7 +424,9 @@ class Observer(Guarded):
         if it.kept is None:
             it.settle_residue(self.leftovers.kept())
         survivors, audited = self.leftovers.audit(only_left=only_left)
-        it.survivors, it.audited, it.zero_step = survivors, audited, label
+        # an iteration may clear several times (one backward per output, a zero step after each): every survivor
+        merged = {v.subject: v for v in (*it.survivors, *survivors)}
+        it.survivors, it.audited, it.zero_step = tuple(merged.values()), audited, label
 
     def _close(self) -> PassRecord | None:
         it, self._it = self._it, None
@@ -435,6 +437,7 @@ class Observer(Guarded):
         if it.kept is None:
             it.settle_residue(self.leftovers.kept())
         self.reader.commit()
+        self.leftovers.new_iteration()
         samples, described = self._samples(it)
         record = it.record(tuple(pointer_issue(o) for o in it.observations))
         self.log.add(record, samples, described)
