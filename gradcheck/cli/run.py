@@ -41,7 +41,9 @@ def run(
     fd_error: float = typer.Option(
         DEFAULT_FD.error, "--fd-error", help="fd-mismatch: relative error from which it is an error"
     ),
-    replay: bool = typer.Option(True, "--replay/--no-replay", help="the reentrancy probe (backward twice on one more forward)"),
+    replay: bool = typer.Option(
+        True, "--replay/--no-replay", help="the reentrancy probe (backward twice on one more forward)"
+    ),
     blame: BlameMode = typer.Option(
         BlameMode.auto, "--blame", help="per-launch adjoint test: when fd-mismatch fires (auto), always, off"
     ),
