@@ -430,3 +430,17 @@ def test_accumulation_on_cuda_tolerates_reordered_float_sums_but_not_a_second_ba
     trace, records = trace_of(accumulated, CUDA_RTOL)
     (finding,) = accumulation.check(trace)
     assert finding.subject == "x.grad" and [round(r.coef, 3) for r in records] == [1.0, 2.0, 3.0]
+
+
+def test_argument_access_reads_loads_not_accumulations_or_metadata():
+    """write-after-read needs the reader to load the values: a kernel that only accumulates into an array, stores
+    into it, or reads its dtype/shape does not (Warp's own array_cast kernel does `dest[i] = dest.dtype(src[i])`)."""
+    from access_kernels import accumulate_cast_and_load
+
+    from gradcheck.probes.warp_compat import argument_access
+
+    access = argument_access(accumulate_cast_and_load)
+    assert access.known
+    assert access.reads == {"x", "through"}  # x loaded; `through` loaded inside the @wp.func it is passed to
+    assert access.writes >= {"loss", "total", "dest", "out"}
+    assert not access.reads_value("loss") and not access.reads_value("dest") and not access.reads_value("total")

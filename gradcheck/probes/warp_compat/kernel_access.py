@@ -192,7 +192,8 @@ class _Visitor:
             self.user_function(callee, node)
             return
         if isinstance(node.func, ast.Attribute) and self.root(node.func.value) is not None:
-            self.unknown(self.root(node.func.value))  # a method of an argument
+            if node.func.attr not in _METADATA:  # dest.dtype(v) builds a value of the array's type: no read
+                self.unknown(self.root(node.func.value))  # a method of an argument
         self.rest(args, node.keywords)
 
     def rest(self, args, keywords) -> None:
