@@ -89,15 +89,12 @@ class Names:
         fresh = walk(*roots) if isinstance(roots, (list, tuple)) else walk(roots)
         for array, name in self._given:
             self._add(fresh, array, name)
-        if self._names is not None:  # a name once given stays
+        if self._names is not None:  # a name once given stays, while the program still holds the array
             for array in self._names.arrays:
-                old = self._names.by_id[id(array)]
                 if id(array) in fresh.by_id:
-                    fresh.by_id[id(array)] = old
-                else:
-                    fresh.add(array, old)
-            for key, found in self._names.structs.items():
-                fresh.structs[key] = found
+                    fresh.by_id[id(array)] = self._names.by_id[id(array)]
+            # arrays the program no longer holds are dropped: keeping them named would keep them alive
+
         self._names = fresh
         self._walked_at = self._ledger.allocations if self._ledger is not None else None
         self._walked_event = self._event

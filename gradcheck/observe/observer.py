@@ -66,7 +66,7 @@ class Observer(Guarded):
         self.watch_inputs = watch_inputs  # fingerprint what each recording read (changed-before-backward)
         self.book = ParamBook()
         self.names = Names(roots, ledger)
-        self.reader = GradientReader(tolerance)
+        self.reader = GradientReader(tolerance, compare=fixed_params)
         self.log = IterationLog()
         self.arguments = TapeArguments()
         self.leftovers = Leftovers(device, self.names)

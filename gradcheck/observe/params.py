@@ -15,25 +15,30 @@ from __future__ import annotations
 
 from gradcheck.model.trace import DECLARED, LEAF, UPDATED
 
+MAX_LEAVES = 256  # distinct leaf arrays followed over a run: a program that makes new ones every step stays bounded
+
 
 class ParamBook:
-    """Params by ``id`` (the arrays are kept, so ids stay theirs), each with a key, a role and the order seen."""
+    """Params (declared or updated) are kept for the whole run; leaves only while the tape that reads them is the
+    latest: a program that allocates new leaf arrays every step (a batch that requires grad) is neither kept
+    alive by gradcheck nor measured forever. Keys stay distinct and stable (``key#2`` for a name taken)."""
 
     def __init__(self) -> None:
-        self._arrays: dict[int, object] = {}
-        self._keys: dict[int, str] = {}
-        self._roles: dict[int, str] = {}
-        self._leaves: list = []  # the last tape's leaves, for the argument set they were found in
+        self._params: dict[int, tuple[object, str, str]] = {}  # id → (array, key, DECLARED | UPDATED)
+        self._current: dict[int, tuple[object, str]] = {}  # id → (array, key): the latest tape's leaves
+        self._leaf_keys: dict[tuple[int, int], str] = {}  # (id, ptr) → key of every leaf seen (bounded)
+        self._taken: set[str] = set()
+        self._leaves: list = []  # the latest tape's leaves, for the argument set they were found in
         self._leaves_for = None
 
     def declare(self, params: dict) -> None:
         """The driver's declared params (``{key: array}``), on every pass (``params()`` may hand out new arrays)."""
         for key, array in params.items():
-            for old in [i for i, k in self._keys.items() if k == key and i != id(array)]:
-                for table in (self._arrays, self._keys, self._roles):
-                    table.pop(old, None)
-            self._keys[id(array)] = key  # the program's own key wins over any name a walk gave
-            self._put(array, key, DECLARED)
+            for old in [i for i, (_a, k, _r) in self._params.items() if k == key and i != id(array)]:
+                del self._params[old]
+            self._current.pop(id(array), None)
+            self._params[id(array)] = (array, key, DECLARED)  # the program's own key wins over any name a walk gave
+            self._taken.add(key)
 
     def note_tape(self, tape, arguments, loss, grads, name_of) -> None:
         """The leaves of a tape about to run backward (found again only when its arguments changed: ``arguments``
@@ -44,60 +49,76 @@ class ParamBook:
         self.note_leaves([a for a in self._leaves if id(a) not in skip], name_of)
 
     def note_leaves(self, leaves, name_of) -> None:
+        """The leaves of the tape about to run backward (the previous tape's are forgotten)."""
+        current = {}
         for array in leaves:
-            if id(array) not in self._roles:
-                self._put(array, name_of(array), LEAF)
+            if id(array) in self._params:
+                continue
+            key = self._leaf_key(array, name_of)
+            if key is not None:
+                current[id(array)] = (array, key)
+        self._current = current
+
+    def _leaf_key(self, array, name_of) -> str | None:
+        identity = (id(array), getattr(array, "ptr", 0))
+        key = self._leaf_keys.get(identity)
+        if key is None:
+            if len(self._leaf_keys) >= MAX_LEAVES:
+                return None  # beyond the bound: not followed (the params always are)
+            key = self._leaf_keys[identity] = self._unique(name_of(array))
+        return key
 
     def note_update(self, array, name_of) -> bool:
         """``array`` was updated from its gradient; True when that is news (a leaf or an unseen array)."""
-        role = self._roles.get(id(array))
-        if role in (DECLARED, UPDATED):
+        if id(array) in self._params:
             return False
-        self._put(array, self._keys.get(id(array)) or name_of(array), UPDATED)
+        leaf = self._current.pop(id(array), None)
+        key = leaf[1] if leaf is not None else self._leaf_keys.get((id(array), getattr(array, "ptr", 0)))
+        self._params[id(array)] = (array, key or self._unique(name_of(array)), UPDATED)
         return True
 
-    def _put(self, array, key: str, role: str) -> None:
-        self._arrays[id(array)] = array
-        if id(array) not in self._keys:
-            taken = set(self._keys.values())
-            unique, n = key, 1
-            while unique in taken:  # two arrays the walk gave one name (or none): keys must stay distinct
-                n += 1
-                unique = f"{key}#{n}"
-            self._keys[id(array)] = unique
-        if self._roles.get(id(array)) != DECLARED:
-            self._roles[id(array)] = role
+    def _unique(self, key: str) -> str:
+        unique, n = key, 1
+        while unique in self._taken:  # two arrays the walk gave one name (or none): keys must stay distinct
+            n += 1
+            unique = f"{key}#{n}"
+        self._taken.add(unique)
+        return unique
 
     def by_pointer(self) -> dict:
-        """data pointer → array, for every array in the book: how a view the program passes finds its owner."""
-        return {a.ptr: a for a in self._arrays.values() if getattr(a, "ptr", None)}
+        """data pointer → array, for the params and current leaves: how a view the program passes finds its owner."""
+        arrays = [a for a, _k, _r in self._params.values()] + [a for a, _k in self._current.values()]
+        return {a.ptr: a for a in arrays if getattr(a, "ptr", None)}
 
     def role(self, array) -> str | None:
-        return self._roles.get(id(array))
-
-    def key(self, array) -> str | None:
-        return self._keys.get(id(array))
+        entry = self._params.get(id(array))
+        return entry[2] if entry is not None else (LEAF if id(array) in self._current else None)
 
     def is_param(self, array) -> bool:
-        return self._roles.get(id(array)) in (DECLARED, UPDATED)
+        return id(array) in self._params
 
     def measured(self) -> dict[str, object]:
-        """key → array of everything whose gradient is read after backward: params first, then leaves."""
-        order = sorted(self._arrays, key=lambda i: self._roles[i] == LEAF)
-        return {self._keys[i]: self._arrays[i] for i in order}
+        """key → array of everything whose gradient is read after backward: params first, then the current leaves."""
+        found = {key: array for array, key, _role in self._params.values()}
+        found.update({key: array for array, key in self._current.values()})
+        return found
 
     def params(self) -> list:
-        return [a for i, a in self._arrays.items() if self._roles[i] != LEAF]
+        return [a for a, _k, _r in self._params.values()]
 
     def roles(self) -> dict[str, str]:
-        return {self._keys[i]: self._roles[i] for i in self._arrays}
+        """key → role of everything ever measured (params first)."""
+        found = {key: role for _a, key, role in self._params.values()}
+        for key in self._leaf_keys.values():
+            found.setdefault(key, LEAF)
+        return found
 
     @property
     def declared(self) -> bool:
-        return DECLARED in self._roles.values()
+        return any(role == DECLARED for _a, _k, role in self._params.values())
 
     def __contains__(self, array) -> bool:
-        return id(array) in self._roles
+        return id(array) in self._params or id(array) in self._current
 
 
 def tape_leaves(tape) -> list:

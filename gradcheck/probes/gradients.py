@@ -44,8 +44,9 @@ class GradientReader:
     computes the norm (gradcheck.probes.stats), so only a few scalars per param reach the host.
     """
 
-    def __init__(self, tolerance: float):
+    def __init__(self, tolerance: float, compare: bool = True):
         self.tolerance = tolerance
+        self.compare = compare  # keep each gradient's first copy to compare with (pointless when params move)
         self._refs: dict[str, tuple[object, float]] = {}  # key → (device copy of the first gradient, its sumsq)
         self._pending: dict[str, tuple[object, float]] = {}  # key → the latest measured gradient of a key with no ref
         self._fresh: set[str] = set()  # keys whose reference the last commit() took
@@ -74,7 +75,7 @@ class GradientReader:
             )
         stats = dict(zip(keys, self._measure_plan.table(grads, refs).rows())) if keys else {}
         for key, grad in zip(keys, grads):
-            if key not in self._refs:
+            if self.compare and key not in self._refs:
                 self._pending[key] = (wp.clone(grad, requires_grad=False), stats[key].sumsq)
         return {k: stats.get(k) for k in params}
 
@@ -99,7 +100,7 @@ class GradientReader:
         ref = self._refs.get(key)
         ref_sumsq = ref[1] if ref is not None else math.nan
         if stats.dot is None:  # first pass of this param, or its buffer changed shape: nothing to compare
-            first = key in self._fresh
+            first = key in self._fresh or not self.compare  # not comparing: nothing differs from anything
             equal, diff_norm = (True, 0.0) if first else (False, math.nan)
             coef = (1.0 if stats.sumsq > 0 else math.nan) if first else math.nan
         else:
