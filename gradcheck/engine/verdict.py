@@ -111,8 +111,11 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
                 flagged[subject].append(f.check)
     no_backward = bool(trace.passes) and all(r.backward_skipped for r in trace.passes)
     any_param = any(p.is_param for p in trace.params)
-    # leaves are shown when they are all there is (a program that updates nothing gradcheck saw) or when flagged
-    shown = [p for p in trace.params if p.is_param or not any_param or p.subject in flagged]
+    # leaves are shown when they are all there is (a program that updates nothing gradcheck saw) or when a finding
+    # judged them as leaves (a param's subject may also name a leaf a later pass read in its place)
+    judged = {f.subject for f in findings if f.evidence.get("role") == "leaf"}
+    judged |= {s for f in findings if f.evidence.get("role") == "leaf" for s in f.evidence.get("subjects") or ()}
+    shown = [p for p in trace.params if p.is_param or not any_param or p.subject in judged]
     return tuple(
         ParamSummary(
             name=p.name,

@@ -40,6 +40,7 @@ from gradcheck.observe.params import ParamBook, updates
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
 from gradcheck.observe.sites import caller_site, short
+from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 
 
 class Observer(Guarded):
@@ -173,7 +174,7 @@ class Observer(Guarded):
 
     # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
-        if _capturing():
+        if capturing():
             return
         with self._guard("recording"):
             self._flush_zero()
@@ -183,13 +184,15 @@ class Observer(Guarded):
                 self._wars[id(tape)] = RewriteWatch(values.fingerprint)
 
     def on_tape_exit(self, tape) -> None:
-        if _capturing():
+        if capturing():
             return
         with self._guard("recording"):
             from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
 
-            self._structure_changed = not self.arguments.update(tape)
-            if self._structure_changed:
+            new = not self.arguments.update(tape)
+            # changed from the last recording's (the first recording has nothing to differ from)
+            self._structure_changed = new and self._recordings > 1
+            if new:
                 self.no_backward_kernels |= {
                     k.key for _, k, _ in kernel_launches(tape_launches(tape)) if backward_disabled(k)
                 }
@@ -205,11 +208,11 @@ class Observer(Guarded):
                 self._inputs[id(tape)] = (tape, InputWatch(tape))
 
     def on_launch(self, call, run):
-        recording = _active_tape()
+        recording = active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
         if recording is not None and tape_watch is None and not self.use.active:
             return run()  # a forward launch with nothing to watch: the common case costs one lookup
-        if _capturing():
+        if capturing():
             return run()  # recorded into a graph, not run: nothing to fingerprint or read
         arguments, found, war, use = [], [], None, None
         with self._guard("launch"):
@@ -229,7 +232,7 @@ class Observer(Guarded):
         return result
 
     def on_backward(self, tape, loss, grads, run):
-        if _capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
+        if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self._capturing_backward = (tape, loss, grads)
             return run()
         skipped = None
@@ -249,7 +252,7 @@ class Observer(Guarded):
         return result
 
     def on_zero(self, tape, run):
-        if _capturing():
+        if capturing():
             return run()
         self._depth += 1
         try:
@@ -296,7 +299,7 @@ class Observer(Guarded):
         self._hazards = watch.results(self.names.label)
 
     def on_host_read(self, array) -> None:
-        if self.use.active and not _capturing():
+        if self.use.active and not capturing():
             with self._guard("host read"):
                 self.use.read(array)
 
@@ -447,6 +450,8 @@ class Observer(Guarded):
         measured = self.book.measured()
         clipped = it.extra.get("clipped") or {}
         samples, described = {}, {}
+        fresh = [measured[k] for k in it.stats if k in measured and not self.log.knows(k)]
+        norms = values.norms(fresh, self.device)  # one launch for every array seen for the first time
         for key, stats in it.stats.items():
             reading = self.reader.record(key, stats, it.readout.get(key), clipped.get(key))
             samples[key] = replace(reading, index=it.index)
@@ -456,23 +461,11 @@ class Observer(Guarded):
                     self.names.gradient_subject(array),
                     tuple(array.shape),
                     _dtype_name(array.dtype),
-                    values.norm(array, self.device),
+                    norms.get(id(array), float("nan")),
                 )
         return samples, described
 
     # -- helpers --------------------------------------------------------------------------------------------------
-
-
-def _capturing() -> bool:
-    from gradcheck.probes.warp_compat import capturing
-
-    return capturing()
-
-
-def _active_tape():
-    from gradcheck.probes.warp_compat import active_tape
-
-    return active_tape()
 
 
 def _scalar(loss) -> float | None:

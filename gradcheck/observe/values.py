@@ -40,3 +40,12 @@ def norm(array, device=None) -> float:
     if not is_float_array(array):
         return float("nan")
     return gradient_stats([array], device=device)[0].norm
+
+
+def norms(arrays, device=None) -> dict[int, float]:
+    """id(array) → L2 norm of its values, for the float arrays among ``arrays`` (one launch for all of them)."""
+    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.probes.warp_compat import is_float_array
+
+    floats = [a for a in arrays if is_float_array(a)]
+    return {id(a): s.norm for a, s in zip(floats, gradient_stats(floats, device=device))} if floats else {}

@@ -21,7 +21,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from gradcheck.probes.warp_compat.launches import _internal_launch_module, _launch_signature
+from gradcheck.probes.warp_compat.launches import LAUNCH_METADATA, _internal_launch_module, _launch_signature
+from gradcheck.probes.warp_compat.runtime import active_tape
 
 
 class LaunchCall:
@@ -170,12 +171,16 @@ def _watched(events, original):
     positions, defaults = _launch_signature()
 
     def launch(*args, **kwargs):
-        if events.busy or not events.wants_launches or kwargs.get("adjoint"):
-            result = original(*args, **kwargs)
-        else:
+        if events.busy or kwargs.get("adjoint"):  # gradcheck's own launches, and backward's: never the program's
+            return original(*args, **kwargs)
+        if events.wants_launches:
             call = LaunchCall(args, kwargs, positions, defaults, sys._getframe(1))
             result = events.on_launch(call, lambda: original(*args, **kwargs))
-        _recorded_from(sys._getframe(1))
+        else:
+            result = original(*args, **kwargs)
+        tape = active_tape()
+        if tape is not None:
+            _recorded_from(tape, sys._getframe(1))
         return result
 
     launch.__wrapped__ = original
@@ -213,13 +218,9 @@ def _read(events, numpy):
     return host_numpy
 
 
-def _recorded_from(frame) -> None:
+def _recorded_from(tape, frame) -> None:
     """Warp records the frame that called ``launch`` as the launch's caller (``metadata["caller"]``): with this
     module's wrapper in between, that frame is the wrapper's. Put back the program's own, as under plain Python."""
-    from gradcheck.probes.warp_compat.launches import LAUNCH_METADATA
-    from gradcheck.probes.warp_compat.runtime import active_tape
-
-    tape = active_tape()
     launches = getattr(tape, "launches", None)
     if not launches or launches[-1].__class__ is not list or len(launches[-1]) <= LAUNCH_METADATA:
         return

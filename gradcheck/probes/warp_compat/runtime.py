@@ -160,14 +160,19 @@ def warp_version() -> str:
 
 
 def _runtime_attribute(name: str):
-    try:
-        from warp._src.context import runtime  # 1.10+
-    except ImportError:
-        try:
-            from warp.context import runtime
-        except ImportError:
-            return None
+    runtime = _context().runtime  # read each time: Warp creates it in init()
     return getattr(runtime, name, None) if runtime is not None else None
+
+
+@functools.cache
+def _context():
+    """Warp's context module (``warp._src.context`` from 1.10, ``warp.context`` before), found once: the active
+    tape is asked for on every launch."""
+    try:
+        from warp._src import context  # 1.10+
+    except ImportError:
+        from warp import context
+    return context
 
 
 # -- the CUDA side of this installation -----------------------------------------------------------------
