@@ -176,7 +176,7 @@ class ProgramAudit:
             notes.append(
                 f"{observer.graph_replays} graph replay(s) (wp.capture_launch): {observer.audited_replays} audited as "
                 "a backward of the tape captured in the graph"
-                + (f", {unaudited} unaudited (no backward seen before them)" if unaudited else "")
+                + (f", {unaudited} ran a graph with no backward captured in it (a forward)" if unaudited else "")
             )
         if not observer.backwards:
             notes.append("the program never called tape.backward: nothing to audit")

@@ -13,10 +13,11 @@ from model import MISTAKES, Problem
 parser = argparse.ArgumentParser()
 parser.add_argument("--mistake", default="clean", choices=sorted(MISTAKES))
 parser.add_argument("--iterations", type=int, default=4)
+parser.add_argument("--device", default=None)
 options = parser.parse_args()
 mistake = options.mistake
 
-p = Problem()
+p = Problem(options.device)
 if mistake == "stale-struct":
     p.break_struct()
 if mistake == "nan":

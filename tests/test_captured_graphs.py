@@ -1,0 +1,88 @@
+"""A forward and backward captured in a graph and replayed (wp.ScopedCapture, wp.capture_launch), under
+``gradcheck exec``: each replay of a graph that holds a backward is audited as a backward, a replay of a
+forward-only graph is none. On CPU (Warp 1.19 captures graphs there) and, where Warp sees one, on a GPU."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+from conftest import TESTS, cli
+
+from gradcheck.model.exit_codes import ExitCode
+
+PROGRAM = str(TESTS / "programs" / "exec" / "captured_training.py")
+
+
+@functools.cache
+def _cpu_captures() -> str | None:
+    import warp as wp
+
+    wp.init()
+    try:
+        with wp.ScopedCapture(device="cpu"):
+            pass
+    except Exception as exc:  # noqa: BLE001 - older Warps capture graphs on CUDA only
+        return f"Warp {wp.config.version} does not capture graphs on CPU: {exc}"
+    return None
+
+
+def _cuda() -> str | None:
+    import warp as wp
+
+    wp.init()
+    return None if wp.get_cuda_device_count() else "no CUDA device"
+
+
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda:0", id="cuda"),
+]
+
+
+def _skip_unless(device: str) -> None:
+    reason = _cpu_captures() if device == "cpu" else _cuda()
+    if reason:
+        pytest.skip(reason)
+
+
+def _exec(*args: str):
+    proc = cli("exec", "--format", "json", PROGRAM, *args)
+    out = proc.stdout
+    assert "{\n" in out, proc.stderr[-3000:]
+    (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
+    return proc, scenario
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("capture", ["both", "forward"])
+def test_replayed_backwards_are_audited_and_a_clean_loop_is_silent(device, capture):
+    _skip_unless(device)
+    proc, scenario = _exec("--capture", capture, "--device", device, "--iterations", "5")
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
+    assert "loss" in proc.stdout  # the program's own output, then the report
+    assert scenario["passes"] == 5  # five backwards: the five replays, or the five backwards after them
+    assert scenario["device"].startswith(device.split(":")[0])
+    assert [(p["subject"], p["role"]) for p in scenario["params"]] == [("x.grad", "updated")]
+    assert [f for f in scenario["findings"] if f["severity"] != "info"] == []
+    (note,) = [n for n in scenario["notes"] if "graph replay" in n]
+    if capture == "both":
+        assert note.startswith("5 graph replay(s) (wp.capture_launch): 5 audited as a backward")
+    else:
+        assert "0 audited" in note and "5 ran a graph with no backward captured in it" in note
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("capture", ["both", "forward"])
+def test_a_replayed_backward_onto_unzeroed_gradients_is_accumulation(device, capture):
+    _skip_unless(device)
+    proc, scenario = _exec("--capture", capture, "--mistake", "no-zero", "--device", device, "--iterations", "4")
+    assert proc.returncode == ExitCode.FINDINGS, proc.stderr[-3000:]
+    loud = {(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"}
+    assert ("accumulation", "error", "x.grad") in loud
+    (accumulation,) = [f for f in scenario["findings"] if f["check"] == "accumulation"]
+    # the line that ran the backward: the replay, or the backward after it
+    line = "wp.capture_launch(graph)" if capture == "both" else "tape.backward(loss)"
+    site = accumulation["message"].split("captured_training.py:")[1].split(")")[0]
+    assert open(PROGRAM).read().splitlines()[int(site) - 1].strip() == line
