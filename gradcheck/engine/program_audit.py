@@ -162,7 +162,8 @@ class ProgramAudit:
 
         if self._trace is None:
             self._trace = Trace(
-                scenario="program", fault=None, device=_device(), warp_version=warp_version(),
+                scenario="program", fault=None, device=", ".join(self.observer.devices) or _device(),
+                warp_version=warp_version(),
                 **self.observer.trace_fields(),
             )  # fmt: skip
         return self._trace

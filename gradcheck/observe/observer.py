@@ -74,6 +74,7 @@ class Observer(Guarded):
         self.use = GradientUse(lambda a: values.checksum(a, device), lambda a: values.norm(a, device))
         self.pointers = PointerWatch(self.names, ledger)
         self.backwards = 0
+        self.devices: dict[str, None] = {}  # where the backwards ran (their losses' devices), in order of first use
         self.graph_replays = 0
         self.audited_replays = 0
         self.notes: list[str] = []  # what the observer could not do, said in the report
@@ -324,6 +325,9 @@ class Observer(Guarded):
         self.backwards += 1
         it.backwards += 1
         it.site = it.site or caller_site()
+        seed = loss if loss is not None else next(iter(grads or ()), None)  # backward(grads={array: seed})
+        if seed is not None:
+            self.devices.setdefault(str(getattr(seed, "device", "?")))
         self.names.new_event()
         self.names.tape = tape
         it.hazards, it.identical = self._hazards

@@ -135,9 +135,16 @@ class StatsPlan:
         columns = {key: np.zeros(n, dtype=dtype) for key, dtype in _OUTPUTS}
         if not n:
             return StatsTable(columns, np.zeros(0, dtype=np.int64), [])
-        device = wp.get_device(device or buffers[0].device)
         keep = ()
-        if not self._same_as_last(buffers, references, device):
+        if self._same_as_last(buffers, references):
+            device = self._last[2]
+        else:
+            # each buffer is read on its own device: a CPU pointer in a CUDA launch (or one GPU's in another's) is
+            # an illegal address that poisons the program's CUDA context. ``device`` is no more than a hint.
+            device, groups = _devices(buffers, references)
+            if groups is not None:
+                self._last = None
+                return self._per_device(groups, buffers, references, columns, has_reference)
             large = [i for i, b in enumerate(buffers) if _shortcut_applies(b, device)] if self.shortcuts else []
             if large:
                 self._last = None
@@ -172,13 +179,12 @@ class StatsPlan:
         del keep, buffers, references
         return StatsTable(columns, self._sizes, has_reference)
 
-    def _same_as_last(self, buffers: list, references: list, device) -> bool:
-        """The very array objects of the last call (a Warp array's pointer, size, dtype and layout never change):
-        the zero audit asks this of ~2,400 buffers every pass, and re-reading their attributes cost ~1 ms."""
+    def _same_as_last(self, buffers: list, references: list) -> bool:
+        """The very array objects of the last call (a Warp array's pointer, size, dtype, layout and device never
+        change): the zero audit asks this of ~2,400 buffers every pass, and re-reading their attributes cost ~1 ms."""
         last = self._last
         return (
             last is not None
-            and last[2] == device
             and len(last[0]) == len(buffers)
             and all(map(is_, buffers, last[0]))
             and all(map(is_, references, last[1]))
@@ -204,6 +210,27 @@ class StatsPlan:
                 stats = plan.table([buffers[i]], [references[i]], device).row(0)
             for key, value in _columns_of(stats).items():
                 columns[key][i] = value
+        return StatsTable(columns, sizes, has_reference)
+
+    def _per_device(self, groups: dict, buffers, references, columns, has_reference) -> StatsTable:
+        """Buffers on several devices (a program with arrays on the CPU and a GPU): one plan per device, each
+        buffer read where it lives; a reference kept on another device than its buffer is copied over first."""
+        import numpy as np
+        import warp as wp
+
+        plans = self.__dict__.setdefault("_device_plans", {})
+        sizes = np.zeros(len(buffers), dtype=np.int64)
+        for device, indices in groups.items():
+            plan = plans.get(device)
+            if plan is None:
+                plan = plans[device] = StatsPlan(self.shortcuts, self.interleave)
+            mine = [buffers[i] for i in indices]
+            theirs = [references[i] for i in indices]
+            theirs = [r if r is None or str(r.device) == device else wp.clone(r, device=device) for r in theirs]
+            part = plan.table(mine, theirs)
+            for key in columns:
+                columns[key][indices] = part.columns[key]
+            sizes[indices] = part.sizes
         return StatsTable(columns, sizes, has_reference)
 
     @property
@@ -300,6 +327,20 @@ class StatsPlan:
                 (stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts)
             )
         self._sizes = sizes
+
+
+def _devices(buffers: list, references: list):
+    """(the device, None) when every buffer and reference lives on one device, else (None, {device name: the
+    indices of the buffers there})."""
+    import warp as wp
+
+    first = buffers[0].device
+    if all(b.device == first for b in buffers) and all(r is None or r.device == first for r in references):
+        return wp.get_device(first), None
+    groups: dict = {}
+    for i, b in enumerate(buffers):
+        groups.setdefault(str(b.device), []).append(i)
+    return None, groups
 
 
 def _shortcut_applies(buffer, device) -> bool:
