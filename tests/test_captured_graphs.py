@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import TESTS, cli
@@ -86,3 +88,24 @@ def test_a_replayed_backward_onto_unzeroed_gradients_is_accumulation(device, cap
     line = "wp.capture_launch(graph)" if capture == "both" else "tape.backward(loss)"
     site = accumulation["message"].split("captured_training.py:")[1].split(")")[0]
     assert open(PROGRAM).read().splitlines()[int(site) - 1].strip() == line
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("capture", ["both", "forward"])
+def test_a_captured_forward_reusing_a_scratch_buffer_is_a_write_after_read(device, capture):
+    """Launches recorded while a graph is captured run in no Python call gradcheck could watch: the forward is
+    replayed from copies once, after its graph ran (graph memory is mapped only then), and the program's state
+    restored."""
+    _skip_unless(device)
+    proc, scenario = _exec("--capture", capture, "--mistake", "shared-scratch", "--device", device)
+    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]  # a warning does not fail --fail-on error
+    plain = subprocess.run(
+        [sys.executable, PROGRAM, "--capture", capture, "--mistake", "shared-scratch", "--device", device],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plain.stdout.splitlines()[-1] in proc.stdout.splitlines()  # the replay changed nothing the program computes
+    loud = [(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"]
+    assert loud == [("write-after-read", "warning", "scratch")]
+    assert "weigh → scaled_square" in scenario["findings"][0]["message"]

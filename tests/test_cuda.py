@@ -63,7 +63,8 @@ def test_run_and_exec_judge_the_same_mistake_alike_on_cuda(mistake):
     def verdicts(result):
         return {(f.check, f.severity.label, f.subject) for f in result.findings if f.check not in RUN_ONLY}
 
-    assert verdicts(ran) == verdicts(executed)
+    internal = [f.evidence.get("traceback") or f.message for f in executed.findings if f.check == "internal-error"]
+    assert verdicts(ran) == verdicts(executed), "\n".join(internal)
     if EXPECTED[mistake] is not None:
         assert EXPECTED[mistake] in verdicts(executed)
 
@@ -78,6 +79,10 @@ def test_newtons_diffsim_examples_captured_on_cuda_audit_as_on_cpu(example):
         pytest.skip(newton_missing())
     args = ["-m", "newton.examples", example, "--viewer", "null", "--num-frames", "2", "--device", "cuda:0"]
     proc, scenario = _exec_json(*args)
+    internal = [
+        f["evidence"].get("traceback") or f["message"] for f in scenario["findings"] if f["check"] == "internal-error"
+    ]
+    assert not internal, "\n".join(internal)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
     assert scenario["passes"] >= 1 and not scenario.get("error")
     assert [p["role"] for p in scenario["params"]] == ["updated"]

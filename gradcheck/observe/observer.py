@@ -92,6 +92,7 @@ class Observer(Guarded):
         self._leaf_values: dict | None = None
         self._capturing_backward = None  # (tape, loss, grads) of a backward being recorded into a graph
         self._backward_graphs: dict[int, tuple] = {}  # id(graph) → (graph, tape, loss, grads): what its replays run
+        self._captured_forwards: dict[int, object] = {}  # id(tape) → tape recorded in a capture, not yet replayed
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -185,7 +186,10 @@ class Observer(Guarded):
                 self._wars[id(tape)] = RewriteWatch(values.fingerprint)
 
     def on_tape_exit(self, tape) -> None:
-        if capturing():
+        if capturing():  # its launches ran nowhere Python saw: its forward is replayed from copies after a backward
+            self._captured_forwards[id(tape)] = tape
+            while len(self._captured_forwards) > 16:
+                self._captured_forwards.pop(next(iter(self._captured_forwards)))
             return
         with self._guard("recording"):
             from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
@@ -250,6 +254,14 @@ class Observer(Guarded):
             self._depth -= 1
         with self._guard("after backward"):
             self._after_backward(tape, loss, grads)
+        if self._captured_forwards.pop(id(tape), None) is tape and self._it is not None:
+            # a forward recorded in a capture, checked for write-after-read once: after its graph ran, not before
+            # (arrays the capture allocated live in the graph's memory, which CUDA maps only once the graph has
+            # run). Every array the forward touches is restored afterwards: the state is as the backward left it.
+            with self._guard("write-after-read (captured forward)"):
+                hazards = self._replay_captured(tape)
+                if hazards is not None:
+                    self._it.hazards, self._it.identical = hazards
         return result
 
     def on_zero(self, tape, run):
@@ -282,12 +294,9 @@ class Observer(Guarded):
             return run()
         _graph, tape, loss, grads = found
         self.audited_replays += 1
-        if self.audited_replays == 1 or self._structure_changed:
-            with self._guard("write-after-read (captured forward)"):
-                self._replay_captured(tape)
         return self.on_backward(tape, loss, grads, run)
 
-    def _replay_captured(self, tape) -> None:
+    def _replay_captured(self, tape) -> tuple | None:
         from gradcheck.observe.rewrites import replay_captured
 
         watch = replay_captured(tape, values.fingerprint)
@@ -295,9 +304,9 @@ class Observer(Guarded):
             note = f"write-after-read not checked on the captured forward: {watch}"
             if note not in self.notes:
                 self.notes.append(note)
-            return
+            return None
         self.names.tape = tape
-        self._hazards = watch.results(self.names.label)
+        return watch.results(self.names.label)
 
     def on_host_read(self, array) -> None:
         if self.use.active and not capturing():

@@ -98,7 +98,12 @@ def replay_captured(tape, fingerprint) -> RewriteWatch | str:
     total = sum(max(int(getattr(a, "capacity", 0) or 0), 0) for a in arrays.values())
     if total > CAPTURED_BUDGET_BYTES:
         return f"the captured forward takes {total / 2**20:.0f} MiB of arrays, over the {CAPTURED_BUDGET_BYTES >> 20} MiB kept for copies"
-    saved = [(a, wp.clone(a, requires_grad=False)) for a in arrays.values()]
+    saved = []
+    for array in arrays.values():
+        try:
+            saved.append((array, wp.clone(array, requires_grad=False)))
+        except RuntimeError as exc:  # CUDA refuses the copy (graph memory not mapped): nothing was run yet
+            return f"an array its launches use could not be copied ({str(exc).splitlines()[0][:160]})"
     watch = RewriteWatch(fingerprint)
     try:
         for _index, kernel, dim, inputs, outputs, options in launches:

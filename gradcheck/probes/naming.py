@@ -99,10 +99,13 @@ def _breadth_first(root, names: ArrayNames, seen: set, nodes: int, is_array, is_
         if isinstance(obj, _ATOMS) or id(obj) in seen or depth > MAX_DEPTH:
             continue
         seen.add(id(obj))
-        if is_struct(obj):
-            names.add_struct(obj, path)
-        for child_path, child in _children(obj, path, is_struct):
-            queue.append((child, child_path, depth + 1))
+        try:  # any object a program holds: one whose attributes misbehave is passed over, never the walk
+            if is_struct(obj):
+                names.add_struct(obj, path)
+            children = list(_children(obj, path, is_struct))
+        except Exception:  # noqa: BLE001
+            continue
+        queue.extend((child, child_path, depth + 1) for child_path, child in children)
     return nodes
 
 

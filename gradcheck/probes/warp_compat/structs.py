@@ -7,11 +7,30 @@ an array of structs holds descriptor bytes and no reference to the arrays. Layou
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 
 
 def is_struct_instance(value) -> bool:
-    return hasattr(value, "_cls") and hasattr(value, "_ctype") and not isinstance(value, type)
+    """An instance of a ``wp.struct``: Warp's own class, not the look of one (the naming walk meets every object a
+    program holds, and some answer any attribute: a test runner's plugin objects, proxies, mocks)."""
+    cls = _struct_instance_class()
+    if cls is not None:
+        return isinstance(value, cls)
+    return not isinstance(value, type) and is_struct_type(getattr(value, "_cls", None)) and hasattr(value, "_ctype")
+
+
+@functools.cache
+def _struct_instance_class():
+    """``StructInstance``: in ``warp._src.codegen`` from 1.10, ``warp.codegen`` before."""
+    for module in ("warp._src.codegen", "warp.codegen"):
+        try:
+            found = getattr(importlib.import_module(module), "StructInstance", None)
+        except ImportError:
+            continue
+        if isinstance(found, type):
+            return found
+    return None
 
 
 def is_struct_type(dtype) -> bool:

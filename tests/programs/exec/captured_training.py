@@ -7,7 +7,8 @@ y = 2 x + b, loss = sum (y - t)^2; one SGD step on x per iteration, outside the 
 forward and backward into one graph, replayed once per iteration: each replay is a backward Python never sees.
 ``--capture forward`` records only the forward; the backward runs from Python after each replay, so the replays
 are no backwards of their own. ``--mistake no-zero`` leaves out ``tape.zero()``: the replayed backward adds onto
-the last iteration's gradients.
+the last iteration's gradients. ``--mistake shared-scratch`` adds a second term through one scratch buffer used
+twice: the first term's reader sees the second term's values when backward runs (a write-after-read).
 """
 
 import argparse
@@ -30,6 +31,18 @@ def squared_distance(y: wp.array(dtype=float), t: wp.array(dtype=float), loss: w
 
 
 @wp.kernel
+def scaled_square(x: wp.array(dtype=float), k: float, scratch: wp.array(dtype=float)):
+    i = wp.tid()
+    scratch[i] = k * x[i] * x[i]
+
+
+@wp.kernel
+def weigh(scratch: wp.array(dtype=float), x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, 0.01 * scratch[i] * x[i])
+
+
+@wp.kernel
 def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
     i = wp.tid()
     x[i] = x[i] - lr * g[i]
@@ -37,7 +50,7 @@ def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--capture", default="both", choices=["both", "forward"])
-parser.add_argument("--mistake", default="none", choices=["none", "no-zero"])
+parser.add_argument("--mistake", default="none", choices=["none", "no-zero", "shared-scratch"])
 parser.add_argument("--iterations", type=int, default=5)
 parser.add_argument("--device", default=None)
 options = parser.parse_args()
@@ -48,12 +61,17 @@ with wp.ScopedDevice(options.device):
     y = wp.zeros(4, dtype=float, requires_grad=True)
     target = wp.array([0.5, -0.5, 1.5, 0.0], dtype=float)
     loss = wp.zeros(1, dtype=float, requires_grad=True)
+    scratch = wp.zeros(4, dtype=float, requires_grad=True)
     tape = wp.Tape()
 
     def forward():
         loss.zero_()
         wp.launch(double, dim=4, inputs=[x, b], outputs=[y])
         wp.launch(squared_distance, dim=4, inputs=[y, target], outputs=[loss])
+        if options.mistake == "shared-scratch":
+            for k in (1.0, 2.0):  # the same scratch for both terms
+                wp.launch(scaled_square, dim=4, inputs=[x, k], outputs=[scratch])
+                wp.launch(weigh, dim=4, inputs=[scratch, x], outputs=[loss])
 
     # compile before capturing: a graph cannot hold a module load
     wp.load_module(device=wp.get_device())
