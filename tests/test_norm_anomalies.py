@@ -135,6 +135,29 @@ def test_stateful_forward_names_the_array_that_carries_the_state(fault, carrier,
     assert all(f.severity < Severity.ERROR for f in by_check(result.findings, "accumulation"))
 
 
+@pytest.mark.parametrize("fault", [None, "clock-not-reset"])
+def test_within_cudas_atomics_noise_the_carried_state_decides(monkeypatch, fault):
+    """On CUDA losses are compared within float atomics' noise (1e-4 relative). The spring chain's clock moves the
+    loss by less than that while it moves the anchor's gradient by half: the state probe then runs, names the
+    clock, and the verdict is stateful-forward, not an accumulation error. The same tolerance on the clean chain
+    (loss and gradients repeat): nothing. Simulated on CPU by the tolerance CUDA gets (CI has no GPU; a GPU
+    machine runs the real selftest in tests/test_cuda.py)."""
+    import gradcheck.engine.runner as runner
+    from gradcheck.probes.gradients import CUDA_RTOL
+
+    monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
+    result, _ = run_scenario("spring-chain", fault=fault, passes=3)
+    losses = result.losses
+    assert max(losses) - min(losses) <= CUDA_RTOL * max(abs(x) for x in losses)  # inside the noise band
+    if fault is None:
+        assert not [f for f in result.findings if f.severity >= Severity.WARNING]
+        return
+    (stateful,) = by_check(result.findings, "stateful-forward")
+    assert stateful.severity == Severity.ERROR and stateful.subject == "clock"
+    assert "within CUDA's float-atomics noise" in stateful.message
+    assert all(f.severity < Severity.ERROR for f in by_check(result.findings, "accumulation"))
+
+
 def test_a_forward_that_resets_its_state_is_not_stateful():
     """The clean spring chain restores nothing itself but clears its loss: same loss every pass, no finding,
     and the finite differences ran (their loss repeated)."""

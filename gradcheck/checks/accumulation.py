@@ -116,7 +116,7 @@ def _seen_finding(trace: Trace, subjects: list[str], carried: dict, family_size:
             f"{residue.subject} still held gradient from {unit} #{residue.left_by} (norm {residue.norm:.4g}), and "
             f"this backward propagates it into {subject}"
         )
-    stateful = not trace.loss_repeats
+    stateful = trace.stateful_forward
     return Finding(
         check=NAME,
         severity=Severity.WARNING if stateful else Severity.ERROR,
@@ -189,7 +189,7 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         message += f"; the zero step left the tape.backward(grads=...) seeds {shown} nonzero (see zero-audit)"
         if GRADS_SEEDS_NOT_ZEROED.affects(trace.warp_version):
             message += f"; {GRADS_SEEDS_NOT_ZEROED.note(trace.warp_version)}"
-    stateful = not trace.loss_repeats
+    stateful = trace.stateful_forward
     if stateful:  # different functions on different passes: their gradients differ too, whatever the zero step
         message += (
             "; the loss itself changed between passes at the same params, so this follows from a stateful forward "

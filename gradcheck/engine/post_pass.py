@@ -39,6 +39,7 @@ class ProbeContext:
     fd: FDOptions | None
     blame: BlameMode
     replay: bool
+    gradients_moved: bool = False  # a param's gradient differed from pass 1's beyond the tolerance
     results: dict = field(default_factory=dict)  # the fields filled so far (blame reads fd's)
 
     def restore_all(self) -> None:
@@ -73,8 +74,11 @@ class CarriedState:
     name, field = "stateful-forward", "carried_state"
 
     def run(self, c: ProbeContext):
-        if losses_repeat([r.loss for r in c.loop.records], c.tolerance):
+        losses = [r.loss for r in c.loop.records]
+        if losses_repeat(losses, 0.0):
             return None
+        if losses_repeat(losses, c.tolerance) and not c.gradients_moved:
+            return None  # CUDA's float atomics reorder sums: loss and gradients both within that noise
         from gradcheck.probes.naming import walk
         from gradcheck.probes.state_probe import carried_state
 

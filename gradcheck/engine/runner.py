@@ -57,10 +57,11 @@ def run_passes(
             loop = PassLoop(scenario, name, device, snapshots, observer, progress, clip_norm)
             head = {"scenario": name, "fault": fault, "device": device, "options": options, "clip_norm": clip_norm}
             _passes(loop, passes, observer, head)
+            traced = observer.trace_fields()["params"]
             context = ProbeContext(
                 scenario, name, device, params_of(scenario, name), snapshots, state, loop, observer.reader,
-                {p.name: p.subject for p in observer.trace_fields()["params"]}, observer.reader.tolerance, fd, blame,
-                replay,
+                {p.name: p.subject for p in traced}, observer.reader.tolerance, fd, blame, replay,
+                gradients_moved=any(not q.equal_to_first for p in traced for q in p.passes if q.has_grad),
             )  # fmt: skip
             try:
                 probes, errors = run_probes(context)

@@ -358,6 +358,13 @@ class Trace:
         return not self.fixed_params or losses_repeat([p.loss for p in self.passes], self.tolerance)
 
     @property
+    def stateful_forward(self) -> bool:
+        """forward() carries state between calls: the loss changed at the same params, or, within the noise of
+        CUDA's float atomics, the state probe found the arrays that carry it (a clock advanced by 0.5 a pass moves
+        the loss by less than that noise while it moves gradients far beyond it)."""
+        return not self.loss_repeats or bool(self.carried_state)
+
+    @property
     def unit(self) -> str:
         """What a report counts: "pass" when every pass restarted from the same params (gradcheck run), "backward"
         when the program trains (gradcheck exec, audit()). Wording only: no check decides anything from it."""
