@@ -15,6 +15,19 @@ SCENARIOS = TESTS / "scenarios"
 ROOT = TESTS.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _warp_defaults_to_the_cpu():
+    """In-process tests run on the CPU, as in CI, also on a machine with a GPU: there Warp's default device is
+    cuda:0, and a test that makes its arrays on "cpu" but launches without ``device=`` would launch on the GPU
+    with host pointers. The CUDA tests (test_cuda.py, the cuda variants) name their device; programs run in a
+    subprocess keep Warp's own default."""
+    import warp as wp
+
+    wp.init()
+    wp.set_device("cpu")
+    yield
+
+
 def run_scenario(spec: str, fault: str | None = None, passes: int = 5, **settings):
     """One scenario through the whole pipeline on CPU; returns (ScenarioResult, Report)."""
     from gradcheck.engine.pipeline import run

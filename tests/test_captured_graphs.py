@@ -92,20 +92,24 @@ def test_a_replayed_backward_onto_unzeroed_gradients_is_accumulation(device, cap
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("capture", ["both", "forward"])
-def test_a_captured_forward_reusing_a_scratch_buffer_is_a_write_after_read(device, capture):
+@pytest.mark.parametrize(
+    ("mistake", "subject", "launches"),
+    [
+        ("shared-scratch", "scratch", "weigh → scaled_square"),
+        ("stale-read", "control", "next_control_cost → set_control"),  # as Newton's drone cost reads its controls
+    ],
+)
+def test_a_write_after_read_in_a_captured_forward_is_found(device, capture, mistake, subject, launches):
     """Launches recorded while a graph is captured run in no Python call gradcheck could watch: the forward is
-    replayed from copies once, after its graph ran (graph memory is mapped only then), and the program's state
-    restored."""
+    replayed from copies just before a replay of its graph, from the state that replay starts from (a stale read
+    is stale only then), and the program's arrays restored. On CUDA before the second replay: the graph's own
+    memory is mapped once it has run."""
     _skip_unless(device)
-    proc, scenario = _exec("--capture", capture, "--mistake", "shared-scratch", "--device", device)
+    args = ["--capture", capture, "--mistake", mistake, "--device", device]
+    proc, scenario = _exec(*args)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]  # a warning does not fail --fail-on error
-    plain = subprocess.run(
-        [sys.executable, PROGRAM, "--capture", capture, "--mistake", "shared-scratch", "--device", device],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    plain = subprocess.run([sys.executable, PROGRAM, *args], capture_output=True, text=True, timeout=300)
     assert plain.stdout.splitlines()[-1] in proc.stdout.splitlines()  # the replay changed nothing the program computes
     loud = [(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"]
-    assert loud == [("write-after-read", "warning", "scratch")]
-    assert "weigh → scaled_square" in scenario["findings"][0]["message"]
+    assert loud == [("write-after-read", "warning", subject)], scenario["notes"]
+    assert launches in scenario["findings"][0]["message"]

@@ -89,7 +89,9 @@ def test_newtons_diffsim_examples_captured_on_cuda_audit_as_on_cpu(example):
     assert any("audited as a backward" in n for n in scenario["notes"]), scenario["notes"]
     loud = [(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"]
     if example == "diffsim_drone":
-        assert loud == [("write-after-read", "warning", "example.rollouts.controls[*].prop_controls")]
+        assert loud == [("write-after-read", "warning", "example.rollouts.controls[*].prop_controls")], scenario[
+            "notes"
+        ]
     else:
         assert loud == []
 

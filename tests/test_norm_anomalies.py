@@ -158,6 +158,18 @@ def test_within_cudas_atomics_noise_the_carried_state_decides(monkeypatch, fault
     assert all(f.severity < Severity.ERROR for f in by_check(result.findings, "accumulation"))
 
 
+def test_a_nan_gradient_repeated_on_every_pass_is_no_accumulation_within_a_tolerance(monkeypatch):
+    """Under CUDA's tolerance gradients are compared by their difference, which a NaN makes NaN: a NaN repeated
+    at the same place on every pass must compare equal (the nonfinite check owns it), or every NaN gradient is
+    also an accumulation error on a GPU. Simulated on CPU with the tolerance CUDA gets."""
+    import gradcheck.engine.runner as runner
+    from gradcheck.probes.gradients import CUDA_RTOL
+
+    monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
+    result, _ = run_scenario("spring-chain", fault="nan-backward", passes=3)
+    assert {f.check for f in result.findings if f.severity >= Severity.WARNING} == {"nonfinite"}
+
+
 def test_a_forward_that_resets_its_state_is_not_stateful():
     """The clean spring chain restores nothing itself but clears its loss: same loss every pass, no finding,
     and the finite differences ran (their loss repeated)."""

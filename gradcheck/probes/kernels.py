@@ -89,9 +89,12 @@ def _make_stats(scalar, bits):
             cs += wp.uint64(raw[j]) * position  # unsigned: wraps, and the sum is order-independent
             if has_first:
                 f = wp.float64(first[j])
-                d += x * f
-                e = x - f
-                dd += e * e
+                if wp.isfinite(x) and wp.isfinite(f):
+                    d += x * f
+                    e = x - f
+                    dd += e * e
+                elif not (x != x and f != f) and x != f:  # NaN against NaN, or the same Inf, is no difference
+                    dd += wp.float64(1.0e300)  # finite against not, or another Inf: never within a tolerance
                 if raw[j] != first_raw[j]:
                     df += wp.int64(1)
         sumsq[i] = s

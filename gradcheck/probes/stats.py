@@ -8,7 +8,9 @@ the loads coalesce. Per
 buffer: squared L2 norm and max |g| over the finite values (accumulated in float64), NaN, Inf and
 nonzero counts, a bit-exact position-weighted checksum (integer sums do not depend on the order
 of threads, so it is deterministic on CUDA too), and, against a reference copy (pass 1): the
-dot product, the squared difference and the number of bit-level differences.
+dot product and the squared difference over the values finite in both (NaN against NaN, or the same Inf, counts as
+equal: a NaN gradient repeated on every pass is no accumulation; finite against non-finite counts as 1e300), and the
+number of bit-level differences.
 
 Works for float16/32/64 scalars, vectors and matrices of any shape; a strided buffer is first
 copied to a contiguous one.

@@ -9,6 +9,8 @@ forward and backward into one graph, replayed once per iteration: each replay is
 are no backwards of their own. ``--mistake no-zero`` leaves out ``tape.zero()``: the replayed backward adds onto
 the last iteration's gradients. ``--mistake shared-scratch`` adds a second term through one scratch buffer used
 twice: the first term's reader sees the second term's values when backward runs (a write-after-read).
+``--mistake stale-read`` adds a term that reads a control before the forward writes it (as Newton's drone cost
+reads the next control): the forward used last iteration's control, its backward sees this one's.
 """
 
 import argparse
@@ -43,6 +45,17 @@ def weigh(scratch: wp.array(dtype=float), x: wp.array(dtype=float), loss: wp.arr
 
 
 @wp.kernel
+def next_control_cost(control: wp.array(dtype=float), x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, 0.01 * control[1] * x[0])
+
+
+@wp.kernel
+def set_control(x: wp.array(dtype=float), control: wp.array(dtype=float)):
+    i = wp.tid()
+    control[i] = 0.5 * x[i]
+
+
+@wp.kernel
 def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
     i = wp.tid()
     x[i] = x[i] - lr * g[i]
@@ -50,7 +63,7 @@ def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--capture", default="both", choices=["both", "forward"])
-parser.add_argument("--mistake", default="none", choices=["none", "no-zero", "shared-scratch"])
+parser.add_argument("--mistake", default="none", choices=["none", "no-zero", "shared-scratch", "stale-read"])
 parser.add_argument("--iterations", type=int, default=5)
 parser.add_argument("--device", default=None)
 options = parser.parse_args()
@@ -62,6 +75,7 @@ with wp.ScopedDevice(options.device):
     target = wp.array([0.5, -0.5, 1.5, 0.0], dtype=float)
     loss = wp.zeros(1, dtype=float, requires_grad=True)
     scratch = wp.zeros(4, dtype=float, requires_grad=True)
+    control = wp.zeros(4, dtype=float, requires_grad=True)
     tape = wp.Tape()
 
     def forward():
@@ -72,6 +86,9 @@ with wp.ScopedDevice(options.device):
             for k in (1.0, 2.0):  # the same scratch for both terms
                 wp.launch(scaled_square, dim=4, inputs=[x, k], outputs=[scratch])
                 wp.launch(weigh, dim=4, inputs=[scratch, x], outputs=[loss])
+        if options.mistake == "stale-read":
+            wp.launch(next_control_cost, dim=1, inputs=[control, x], outputs=[loss])
+            wp.launch(set_control, dim=4, inputs=[x], outputs=[control])
 
     # compile before capturing: a graph cannot hold a module load
     wp.load_module(device=wp.get_device())
