@@ -52,6 +52,16 @@ def cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: f
     )
 
 
+def exec_json(*args: str, **kwargs):
+    """``gradcheck exec --format json ARGS``: (the process, the one scenario of the report after the program's own
+    output)."""
+    proc = cli("exec", "--format", "json", *args, **kwargs)
+    out = proc.stdout
+    assert "{\n" in out, proc.stderr[-3000:]
+    (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
+    return proc, scenario
+
+
 def cli_json(*args: str, **kwargs):
     proc = cli(*args, "--format", "json", **kwargs)
     try:

@@ -5,12 +5,11 @@ forward-only graph is none. On CPU (Warp 1.19 captures graphs there) and, where 
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 import sys
 
 import pytest
-from conftest import TESTS, cli
+from conftest import TESTS, exec_json
 
 from gradcheck.model.exit_codes import ExitCode
 
@@ -50,11 +49,7 @@ def _skip_unless(device: str) -> None:
 
 
 def _exec(*args: str):
-    proc = cli("exec", "--format", "json", PROGRAM, *args)
-    out = proc.stdout
-    assert "{\n" in out, proc.stderr[-3000:]
-    (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
-    return proc, scenario
+    return exec_json(PROGRAM, *args)
 
 
 @pytest.mark.parametrize("device", DEVICES)

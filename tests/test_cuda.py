@@ -8,10 +8,8 @@ take a CUDA variant."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import cli, cli_json
+from conftest import cli, cli_json, exec_json
 from test_equivalence import EXPECTED, RUN_ONLY, SCENARIO, SCRIPT
 
 from gradcheck.model.exit_codes import ExitCode
@@ -78,7 +76,7 @@ def test_newtons_diffsim_examples_captured_on_cuda_audit_as_on_cpu(example):
     if newton_missing():
         pytest.skip(newton_missing())
     args = ["-m", "newton.examples", example, "--viewer", "null", "--num-frames", "2", "--device", "cuda:0"]
-    proc, scenario = _exec_json(*args)
+    proc, scenario = exec_json(*args)
     internal = [
         f["evidence"].get("traceback") or f["message"] for f in scenario["findings"] if f["check"] == "internal-error"
     ]
@@ -94,67 +92,3 @@ def test_newtons_diffsim_examples_captured_on_cuda_audit_as_on_cpu(example):
         ]
     else:
         assert loud == []
-
-
-def _exec_json(*args: str):
-    proc = cli("exec", "--format", "json", *args)
-    out = proc.stdout
-    assert "{\n" in out, proc.stderr[-3000:]
-    (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
-    return proc, scenario
-
-
-def test_statistics_of_buffers_on_two_devices_are_read_where_each_lives():
-    """A CPU pointer read by a CUDA launch is an illegal address that poisons the program's CUDA context: a list
-    of buffers from both devices is split, and each value is the same as read alone."""
-    import numpy as np
-    import warp as wp
-
-    from gradcheck.probes.stats import gradient_stats
-
-    host = wp.array(np.arange(5, dtype=np.float32), device="cpu")
-    gpu = wp.array(-np.arange(7, dtype=np.float32), device="cuda:0")
-    both = gradient_stats([host, gpu, host], references=[None, gpu, wp.clone(host, device="cuda:0")])
-    alone = gradient_stats([host]) + gradient_stats([gpu], references=[gpu]) + gradient_stats([host], [host])
-    assert [(s.sumsq, s.checksum, s.differ) for s in both] == [(s.sumsq, s.checksum, s.differ) for s in alone]
-    assert both[0].sumsq == 30.0 and both[1].sumsq == 91.0 and both[1].differ == 0
-
-
-TWO_DEVICES = """
-import warp as wp
-
-@wp.kernel
-def square_sum(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
-    i = wp.tid()
-    wp.atomic_add(loss, 0, x[i] * x[i])
-
-@wp.kernel
-def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float)):
-    i = wp.tid()
-    x[i] = x[i] - 0.1 * g[i]
-
-fits = {}
-for device in ("cuda:0", "cpu"):
-    x = wp.array([1.0, 2.0, 3.0], dtype=float, requires_grad=True, device=device)
-    fits[device] = (x, wp.zeros(1, dtype=float, requires_grad=True, device=device), wp.Tape())
-for _ in range(3):
-    for device, (x, loss, tape) in fits.items():
-        loss.zero_()
-        with tape:
-            wp.launch(square_sum, dim=3, inputs=[x], outputs=[loss], device=device)
-        tape.backward(loss)
-        wp.launch(sgd, dim=3, inputs=[x, x.grad], device=device)
-        tape.zero()
-        tape.reset()
-print("fitted", [float(f[0].numpy().sum()) for f in fits.values()])
-"""
-
-
-def test_a_program_training_on_the_gpu_and_the_cpu_at_once_audits_clean(tmp_path):
-    script = tmp_path / "two_devices.py"
-    script.write_text(TWO_DEVICES)
-    proc, scenario = _exec_json(str(script))
-    assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]
-    assert "fitted" in proc.stdout and scenario["passes"] == 6
-    assert scenario["device"] == "cuda:0, cpu"
-    assert [f for f in scenario["findings"] if f["severity"] != "info"] == []

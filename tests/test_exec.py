@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TESTS, cli
+from conftest import TESTS, cli, exec_json
 
 from gradcheck.model.exit_codes import ExitCode
 
@@ -154,9 +154,8 @@ def test_newtons_other_diffsim_examples_audit_clean(example):
     if newton_missing():
         pytest.skip(newton_missing())
     args = ["-m", "newton.examples", example, "--viewer", "null", "--num-frames", "2", "--device", "cpu"]
-    proc = cli("exec", "--format", "json", *args)
+    proc, scenario = exec_json(*args)
     assert proc.returncode == ExitCode.OK, proc.stderr[-3000:]  # a warning does not fail --fail-on error
-    (scenario,) = json.loads(proc.stdout[proc.stdout.index("{\n") :])["scenarios"]
     assert scenario["passes"] >= 1 and not scenario.get("error")
     assert [p["role"] for p in scenario["params"]] == ["updated"]
     loud = [(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"]

@@ -93,7 +93,7 @@ class Observer(Guarded):
         self._capturing_backward = None  # (tape, loss, grads) of a backward being recorded into a graph
         self._backward_graphs: dict[int, tuple] = {}  # id(graph) → (graph, tape, loss, grads): what its replays run
         self._captured_forwards: dict[int, object] = {}  # id(tape) → tape recorded in the capture under way
-        self._graph_forwards: dict[int, list] = {}  # id(graph) → [graph, its tapes, launches so far]
+        self._graph_forwards: dict[int, list] = {}  # id(graph) → [graph, its tapes, launches so far, the one due]
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -161,6 +161,13 @@ class Observer(Guarded):
         with self._guard("finish"):
             self._flush_zero()
             self._close()
+        once = (
+            "write-after-read not checked on the captured forward: its graph ran once (CUDA maps a graph's own "
+            "memory only once it has run, and gradcheck replays the forward before the next run)"
+        )
+        ran_once = any(0 < launches < due for _graph, _tapes, launches, due in self._graph_forwards.values())
+        if ran_once and once not in self.notes:
+            self.notes.append(once)
 
     def trace_fields(self) -> dict:
         """The Trace fields the observer knows (the driver adds scenario, device, probes)."""
@@ -277,7 +284,9 @@ class Observer(Guarded):
         self._capturing_backward = None
         tapes, self._captured_forwards = list(self._captured_forwards.values()), {}
         if tapes and graph is not None:
-            self._graph_forwards[id(graph)] = [graph, tapes, 0]
+            # replayed before the graph's first run on CPU; on CUDA before its second (see _captured_forward_due)
+            due = 2 if getattr(getattr(graph, "device", None), "is_cuda", True) else 1
+            self._graph_forwards[id(graph)] = [graph, tapes, 0, due]
             while len(self._graph_forwards) > 16:
                 self._graph_forwards.pop(next(iter(self._graph_forwards)))
 
@@ -301,22 +310,15 @@ class Observer(Guarded):
         starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
         second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
         once the graph has run (copied before, they are an invalid argument)."""
-        graph, tapes, launches = forward
-        forward[2] = launches = launches + 1
-        device = getattr(graph, "device", None)
-        due = 2 if getattr(device, "is_cuda", True) else 1
-        waiting = "write-after-read not checked on the captured forward: its graph ran once (CUDA maps a graph's own memory only once it has run, and gradcheck replays the forward before the next run)"
-        if launches == 1 and due == 2 and waiting not in self.notes:
-            self.notes.append(waiting)
+        forward[2] += 1
+        _graph, tapes, launches, due = forward
         if launches != due:
             return
-        if waiting in self.notes:
-            self.notes.remove(waiting)
         with self._guard("write-after-read (captured forward)"):
-            for tape in tapes:
-                hazards = self._replay_captured(tape)
-                if hazards is not None:
-                    self._hazards = hazards
+            found = [self._replay_captured(tape) for tape in tapes]
+            found = [f for f in found if f is not None]
+            if found:  # every tape the capture recorded: their hazards and harmless rewrites together
+                self._hazards = tuple(tuple(r for f in found for r in f[i]) for i in (0, 1))
 
     def _replay_captured(self, tape) -> tuple | None:
         from gradcheck.observe.rewrites import replay_captured

@@ -126,6 +126,7 @@ class StatsPlan:
         self._single: dict = {}  # large CPU buffer index → its own StatsPlan, run when no shortcut applies
         self._reference_stats: dict = {}  # id(reference) → (reference, its GradStats)
         self._last = None  # (buffers, references, device) of the last call, when its rows can be reused as built
+        self._device_plans: dict[str, StatsPlan] = {}  # device → plan, for buffers on several devices
 
     def table(self, buffers: list, references: list | None = None, device=None) -> StatsTable:
         import numpy as np
@@ -220,7 +221,7 @@ class StatsPlan:
         import numpy as np
         import warp as wp
 
-        plans = self.__dict__.setdefault("_device_plans", {})
+        plans = self._device_plans
         sizes = np.zeros(len(buffers), dtype=np.int64)
         for device, indices in groups.items():
             plan = plans.get(device)
