@@ -160,19 +160,20 @@ def warp_version() -> str:
 
 
 def _runtime_attribute(name: str):
-    runtime = _context().runtime  # read each time: Warp creates it in init()
+    runtime = internal_module("context").runtime  # read each time: Warp creates it in init()
     return getattr(runtime, name, None) if runtime is not None else None
 
 
 @functools.cache
-def _context():
-    """Warp's context module (``warp._src.context`` from 1.10, ``warp.context`` before), found once: the active
-    tape is asked for on every launch."""
+def internal_module(name: str):
+    """One of Warp's internal modules (``context``, ``codegen``): ``warp._src.<name>`` from 1.10, ``warp.<name>``
+    before. Found once: the active tape is asked for on every launch."""
+    import importlib
+
     try:
-        from warp._src import context  # 1.10+
+        return importlib.import_module(f"warp._src.{name}")
     except ImportError:
-        from warp import context
-    return context
+        return importlib.import_module(f"warp.{name}")
 
 
 # -- the CUDA side of this installation -----------------------------------------------------------------
@@ -184,10 +185,7 @@ def cuda_runtime_info() -> dict:
     import warp as wp
 
     wp.init()
-    try:
-        from warp._src.context import runtime
-    except ImportError:  # Warp < 1.10
-        from warp.context import runtime
+    runtime = internal_module("context").runtime
     archs = getattr(runtime, "nvrtc_supported_archs", None)
     return {
         "toolkit": ".".join(map(str, runtime.toolkit_version)) if getattr(runtime, "toolkit_version", None) else None,

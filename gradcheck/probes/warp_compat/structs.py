@@ -7,7 +7,6 @@ an array of structs holds descriptor bytes and no reference to the arrays. Layou
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 
 
@@ -22,15 +21,14 @@ def is_struct_instance(value) -> bool:
 
 @functools.cache
 def _struct_instance_class():
-    """``StructInstance``: in ``warp._src.codegen`` from 1.10, ``warp.codegen`` before."""
-    for module in ("warp._src.codegen", "warp.codegen"):
-        try:
-            found = getattr(importlib.import_module(module), "StructInstance", None)
-        except ImportError:
-            continue
-        if isinstance(found, type):
-            return found
-    return None
+    """Warp's ``StructInstance`` (in its codegen module on 1.5.1 to 1.19), or None if a release drops it."""
+    from gradcheck.probes.warp_compat.runtime import internal_module
+
+    try:
+        found = getattr(internal_module("codegen"), "StructInstance", None)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
 
 
 def is_struct_type(dtype) -> bool:
