@@ -200,3 +200,54 @@ def test_ctrl_c_in_the_program_still_reports_what_ran(tmp_path):
     data = json.loads(out[out.index("{\n") :])
     assert data["error"].startswith("interrupted by Ctrl-C") and data["scenarios"][0]["passes"] == 3
     assert os.path.exists(marker)
+
+
+NON_FLOAT_GRADIENTS = """
+import numpy as np
+import warp as wp
+
+@wp.struct
+class Pair:
+    a: float
+    v: wp.vec3
+
+@wp.kernel
+def total(xs: wp.array(dtype=Pair), flags: wp.array(dtype=wp.int32), x: wp.array(dtype=float),
+          loss: wp.array(dtype=float)):
+    i = wp.tid()
+    s = xs[i]
+    wp.atomic_add(loss, 0, ((s.a + s.v[0]) * float(flags[i]) + 1.0) * x[i] * x[i])
+
+@wp.kernel
+def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] - 0.1 * g[i]
+
+xs = wp.zeros(4, dtype=Pair, requires_grad=True)  # an array of structs that requires grad (Warp's test_tape)
+flags = wp.array(np.ones(4, dtype=np.int32), dtype=wp.int32, requires_grad=True)  # an int array that does too
+x = wp.array([1.0, 2.0, 3.0, 4.0], dtype=float, requires_grad=True)
+loss = wp.zeros(1, dtype=float, requires_grad=True)
+tape = wp.Tape()
+for _ in range(3):
+    loss.zero_()
+    with tape:
+        cloned = wp.clone(xs)
+        wp.launch(total, dim=4, inputs=[cloned, flags, x], outputs=[loss])
+    tape.backward(loss)
+    wp.launch(sgd, dim=4, inputs=[x, x.grad])
+    tape.zero()
+    tape.reset()
+print("x", x.numpy().tolist())
+"""
+
+
+def test_gradients_of_structs_and_ints_are_no_internal_error(tmp_path):
+    """Arrays of structs and of ints may require grad (Warp's own test_tape does both): their gradient buffers
+    carry no float values gradcheck's statistics read, so they are left out of the zero audit and the leaves,
+    never an internal error on a correct program."""
+    script = tmp_path / "non_float_gradients.py"
+    script.write_text(NON_FLOAT_GRADIENTS)
+    proc, scenario = exec_json(str(script))
+    assert [f["message"] for f in scenario["findings"] if f["severity"] != "info"] == []
+    assert proc.returncode == ExitCode.OK and "x [" in proc.stdout, proc.stderr[-2000:]
+    assert scenario["passes"] == 3 and [p["subject"] for p in scenario["params"]] == ["x.grad"]

@@ -127,6 +127,7 @@ def tape_leaves(tape) -> list:
     from gradcheck.probes.warp_compat import (
         argument_access,
         array_class,
+        is_float_array,
         kernel_argument_names,
         launch_io,
         tape_launches,
@@ -150,7 +151,10 @@ def tape_leaves(tape) -> list:
     return [
         a
         for key, a in read.items()
-        if key not in written and getattr(a, "requires_grad", False) and getattr(a, "grad", None) is not None
+        if key not in written
+        and getattr(a, "requires_grad", False)
+        and getattr(a, "grad", None) is not None
+        and is_float_array(a)  # an array of structs or ints that requires grad: no float gradient to judge
     ]
 
 

@@ -24,6 +24,7 @@ from gradcheck.probes.warp_compat import (
     array_class,
     first_use_label,
     is_array_var,
+    is_float_array,
     is_struct_instance,
     is_struct_type,
     struct_fields,
@@ -91,6 +92,8 @@ def reachable_gradients(
     found: dict[int, GradBuffer] = {}
 
     def add(grad, label: Callable[[], str], via: str, owner=None) -> GradBuffer | None:
+        if not is_float_array(grad):  # an array of structs' gradient, or an int one: no float statistics apply
+            return None
         key = grad.ptr << 64 | grad.size
         if key in plain:
             return None

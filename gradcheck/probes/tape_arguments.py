@@ -16,6 +16,7 @@ from operator import is_
 from gradcheck.probes.warp_compat import (
     array_class,
     gradient_reader,
+    is_float_array,
     is_struct_instance,
     launch_argument_list,
     struct_type_class,
@@ -78,7 +79,8 @@ class TapeArguments:
         found: dict[int, object] = {}
         grads = []
         for value, grad in zip(self.plain, gradients):
-            if grad is not None and grad.ptr:
+            # float gradients only: an int or bool array's never receives an adjoint, and no statistic reads it
+            if grad is not None and grad.ptr and is_float_array(grad):
                 key = grad.ptr << 64 | grad.size
                 if key not in found:
                     found[key] = value
