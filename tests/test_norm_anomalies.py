@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SCENARIOS, by_check, cli, cli_json, run_scenario
+from conftest import SCENARIOS, TESTS, by_check, cli, cli_json, run_scenario
 
 from gradcheck.engine.pipeline import run
 from gradcheck.model.exit_codes import ExitCode
@@ -168,6 +168,20 @@ def test_a_nan_gradient_repeated_on_every_pass_is_no_accumulation_within_a_toler
     monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
     result, _ = run_scenario("spring-chain", fault="nan-backward", passes=3)
     assert {f.check for f in result.findings if f.severity >= Severity.WARNING} == {"nonfinite"}
+
+
+def test_accumulation_still_fires_within_cudas_tolerance(monkeypatch):
+    """The other side of the two tests above: under the tolerance CUDA gets, a real accumulation (the
+    equivalence corpus's loop that never clears its gradients) is still an accumulation error."""
+    import gradcheck.engine.runner as runner
+    from gradcheck.probes.gradients import CUDA_RTOL
+
+    monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
+    corpus = TESTS / "programs" / "equivalence" / "as_scenario.py"
+    result, _ = run_scenario(str(corpus), fault="accumulation", passes=3)
+    assert [(f.severity, f.subject) for f in by_check(result.findings, "accumulation")] == [
+        (Severity.ERROR, "p.x.grad")
+    ]
 
 
 def test_a_forward_that_resets_its_state_is_not_stateful():
