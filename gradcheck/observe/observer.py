@@ -78,6 +78,7 @@ class Observer(Guarded):
         self.graph_replays = 0
         self.audited_replays = 0
         self.notes: list[str] = []  # what the observer could not do, said in the report
+        self.after_backward: list = []  # driver callbacks after each audited backward (exec refreshes --output)
         self.no_backward_kernels: set[str] = set()
         self._it: Iteration | None = None
         self._recordings = 0
@@ -260,6 +261,9 @@ class Observer(Guarded):
             self._depth -= 1
         with self._guard("after backward"):
             self._after_backward(tape, loss, grads)
+        for callback in self.after_backward:
+            with self._guard("after backward (driver)"):
+                callback()
         return result
 
     def on_zero(self, tape, run):
