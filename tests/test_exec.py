@@ -82,6 +82,14 @@ def test_each_seed_mistake_is_found_at_its_iteration(mistake, expected):
         assert "the forward loss was finite" in first.message
 
 
+def test_the_allocation_ledger_watches_from_the_programs_own_warp_init():
+    """gradcheck does not initialise Warp around a program (Warp's banner, a forgotten wp.init()), so the ledger
+    wraps the allocators when the program initialises Warp: the freed gradient memory is still known as freed."""
+    proc, scenario = exec_json(LOOP, "--mistake", "aos-freed")
+    dangling = [f for f in scenario["findings"] if f["check"] == "dangling-adjoint"]
+    assert dangling and {f["evidence"]["kind"] for f in dangling} <= {"freed", "reused"}, proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("keep_going", [False, True])
 def test_a_dangling_pointer_stops_the_program_before_backward_writes_through_it(keep_going):
     """Array-of-structs records pointing at freed gradient memory: like a sanitizer, the program is stopped before

@@ -46,15 +46,24 @@ class AllocationLedger:
 
     # -- installation -------------------------------------------------------------------------
     def install(self) -> AllocationLedger:
+        """Wrap every device's allocators, now if Warp is initialised, else when the program initialises it
+        (gradcheck never initialises Warp on a program's behalf: allocators exist only from then on anyway)."""
+        from gradcheck.probes.warp_compat.runtime import when_initialised
+
+        self.active = True
+        self._restore.append(when_initialised(self._wrap_allocators))
+        return self
+
+    def _wrap_allocators(self) -> None:
         import warp as wp
 
+        if not self.active:
+            return
         for device in wp.get_devices():
             for allocator in device_allocators(device):
                 restore = wrap_allocator(allocator, self._tracked, marker=self)  # None: wrapped already
                 if restore is not None:
                     self._restore.append(restore)
-        self.active = True
-        return self
 
     def uninstall(self) -> None:
         """Restore the allocators. Arrays allocated meanwhile keep calling the wrapper, which then only frees."""

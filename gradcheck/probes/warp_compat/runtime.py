@@ -17,6 +17,41 @@ def load_warp():
     return wp
 
 
+def when_initialised(callback):
+    """Call ``callback()`` once Warp's runtime exists: now if it does, else right after the program's own first
+    initialisation. gradcheck must never initialise Warp itself around a program: that prints Warp's banner on
+    the program's stdout, and a program that forgot ``wp.init()`` would work under gradcheck and fail under python.
+    Warp's API calls ``init()`` through its context module, so the wrapper there sees the first one, whoever makes
+    it; it removes itself then. Returns an undo (for an uninstall before Warp ever initialised)."""
+    import warp as wp
+
+    context = internal_module("context")
+    if getattr(context, "runtime", None) is not None:
+        callback()
+        return lambda: None
+    original = context.init
+    public = getattr(wp, "init", None) is original
+
+    def restore() -> None:
+        if context.init is init:
+            context.init = original
+        if public and wp.init is init:
+            wp.init = original
+
+    @functools.wraps(original)
+    def init(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if getattr(context, "runtime", None) is not None and context.init is init:
+            restore()
+            callback()
+        return result
+
+    context.init = init
+    if public:
+        wp.init = init
+    return restore
+
+
 def deterministic_atomics() -> bool:
     """Whether Warp was configured for run-to-run deterministic atomics (1.15+), so CUDA backward is bitwise stable."""
     import warp as wp
