@@ -1,12 +1,17 @@
 """`gradcheck exec script.py [ARGS...]` / `gradcheck exec -m module [ARGS...]`: audit an unmodified program.
 
-Like ``coverage run`` or compute-sanitizer: the program runs as it would under ``python``, its own output
-untouched; the report comes after it (or goes to --output). Everything after the script (or the module) is the
-program's, not gradcheck's: ``gradcheck exec -m newton.examples diffsim_ball --viewer null --device cpu``.
+Like ``coverage run`` or compute-sanitizer: the program runs exactly as it would under ``python`` (engine.hosting:
+its argv, sys.path, ``__main__``, signals, output and traceback are python's), and gradcheck is loud only about
+its findings: the report comes after everything the program wrote, on the stdout gradcheck started with and on a
+line of its own (or goes to --output, refreshed as the run goes), then gradcheck's one error line on stderr when
+there is something to say. Everything after the script (or the module) is the program's, not gradcheck's:
+``gradcheck exec -m newton.examples diffsim_ball --viewer null --device cpu``.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import typer
@@ -15,6 +20,7 @@ from gradcheck.cli.output import check_writable, emit, error_line, usage_report
 from gradcheck.cli.run import MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode, combine
 from gradcheck.model.options import FailOn
 
 SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": True, "allow_extra_args": True}
@@ -24,49 +30,136 @@ def exec_program(
     program: list[str] = typer.Argument(None, metavar="SCRIPT.py [ARGS...]", help="the program and its arguments"),
     module: str = typer.Option(None, "-m", metavar="MODULE", help="run a module, as python -m MODULE"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
-    output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
+    output: Path = typer.Option(
+        None, "--output", help="write the report to FILE instead of stdout (refreshed at most once a second)"
+    ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     keep_going: bool = typer.Option(
         False, "--keep-going", help="skip a backward that would write through a dangling pointer, instead of stopping"
     ),
     max_norm: float = MAX_NORM,
-    debug: bool = typer.Option(False, "--debug", help="show the program's traceback when it fails"),
+    debug: bool = typer.Option(False, "--debug", help="also put the program's traceback in the report"),
 ) -> None:
     """Run an unmodified Warp program and audit every tape.backward and tape.zero it makes."""
-    from gradcheck.engine.environment import describe
     from gradcheck.engine.program_audit import audit_program
-    from gradcheck.model.options import CheckOptions, severity
-    from gradcheck.model.report import Report
+    from gradcheck.model.options import CheckOptions
 
     program = list(program or [])
     try:
-        if module is None and not program:
-            raise UsageError("give the program to run: gradcheck exec script.py [ARGS...] or -m module [ARGS...]")
-        target = module or program.pop(0)
-        if module is None and not Path(target).is_file():
-            raise UsageError(f"no such script {target!r}; give a .py file, or -m module")
-        check_writable(output, inputs=[Path(target)] if module is None else [])
+        target, output = _checked(program, module, output)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         emit(usage_report(str(exc), fail_on), fmt, None)
         error_line(str(exc))
-        raise typer.Exit(2) from None
-    result, run = audit_program(target, program, module=module is not None, keep_going=keep_going, checks=checks)
-    if not debug:
-        from dataclasses import replace
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    from gradcheck.cli.output import KeptStdio
 
+    stdio = KeptStdio(report_on_stdout=output is None)
+    refresher = _Refresher(output, fmt, fail_on) if output is not None and _regular(output) else None
+    result, run = audit_program(
+        target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
+        top_level=True,
+    )  # fmt: skip
+    if refresher is not None:
+        refresher.close()
+    report = _report(result, run, fail_on, debug)
+    raise typer.Exit(_deliver(report, fmt, output, stdio))
+
+
+def _checked(program: list[str], module: str | None, output: Path | None) -> tuple[str, Path | None]:
+    """The target, and --output made absolute (the program may chdir); every usage error before anything runs."""
+    from gradcheck.engine.hosting import program_inputs
+
+    if module is None and not program:
+        raise UsageError("give the program to run: gradcheck exec script.py [ARGS...] or -m module [ARGS...]")
+    target = module or program.pop(0)
+    if module is None and not (Path(target).is_file() or (Path(target) / "__main__.py").is_file()):
+        raise UsageError(f"no such script {target!r}; give a .py file (or a folder with __main__.py), or -m module")
+    if output is not None:
+        output = Path(os.path.abspath(os.path.expanduser(output)))
+    check_writable(output, inputs=program_inputs(target, module is not None))
+    if output is None and _closed(1):
+        raise UsageError("stdout is closed, so the report could not be written; give --output FILE")
+    return target, output
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+def _regular(path: Path) -> bool:
+    from gradcheck.cli.output import is_regular_target
+
+    return is_regular_target(path)
+
+
+def _report(result, run, fail_on: FailOn, debug: bool):
+    from dataclasses import replace
+
+    from gradcheck.engine.environment import describe
+    from gradcheck.model.options import severity
+    from gradcheck.model.report import Report
+
+    if not debug:
         result = replace(result, traceback=None)
     report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(fail_on))
     if run.interrupted is not None:
-        report = replace_error(report, f"interrupted by {run.interrupted.what}", run.interrupted.exit_code)
-    if result.error:
-        error_line(result.error)
-    emit(report, fmt, output)
-    raise typer.Exit(int(report.exit_code))
+        report = replace(report, error=f"interrupted by {run.interrupted.what}", error_code=run.interrupted.exit_code)
+    return report
 
 
-def replace_error(report, message: str, code):
-    from dataclasses import replace
+def _deliver(report, fmt: OutputFormat, output: Path | None, stdio) -> int:
+    """The report to --output or the original stdout, then gradcheck's error lines; the exit code."""
+    from gradcheck.cli.output import ReportNotWritten, write_report_file
+    from gradcheck.formats import render
 
-    error_line(message)
-    return replace(report, error=message, error_code=code)
+    code = report.exit_code
+    lost = None
+    try:
+        if output is not None:
+            write_report_file(output, render(report, fmt, color=False, width=100))
+        else:
+            stdio.report(render(report, fmt, color=stdio.color, width=stdio.width))
+    except OSError as exc:
+        lost = f"cannot write --output {str(output)!r}: {exc.strerror or exc}"
+    except ReportNotWritten as exc:
+        lost = f"the report could not be written to stdout ({exc}); give --output FILE"
+    for message in (report.error, report.scenarios[0].error, lost):
+        if message:
+            stdio.line(message)
+    return int(combine([code, ExitCode.USAGE]) if lost else code)
+
+
+class _Refresher:
+    """--output rewritten while the program runs (from an interim result, at most once a second), so a run that
+    never reaches its end (``os._exit``, SIGKILL) still leaves its last audit on disk. Failures are silent: the
+    final write says them. Closed before the final write, so no late refresh can replace it."""
+
+    def __init__(self, output: Path, fmt: OutputFormat, fail_on: FailOn) -> None:
+        self.output, self.fmt, self.fail_on = output, fmt, fail_on
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __call__(self, result) -> None:
+        from gradcheck.cli.output import write_report_file
+        from gradcheck.engine.environment import describe
+        from gradcheck.formats import render
+        from gradcheck.model.options import severity
+        from gradcheck.model.report import Report
+
+        report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(self.fail_on))
+        text = render(report, self.fmt, color=False, width=100)
+        with self._lock:
+            if not self._closed:
+                try:
+                    write_report_file(self.output, text)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True

@@ -38,16 +38,19 @@ def _raise(signum, _frame):
 
 
 @contextlib.contextmanager
-def watch():
-    """While inside, SIGINT and SIGTERM raise Interrupted, main thread only. SIGINT whatever handled it before
-    (pytest's own handler included), unless it is ignored (a background job must stay deaf to the terminal's
-    Ctrl-C); SIGTERM only where nobody installed a handler. The previous handlers come back on exit; nested use
-    is harmless."""
+def watch(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
+    """While inside, ``signals`` (SIGINT and SIGTERM) raise Interrupted, main thread only. SIGINT whatever handled
+    it before (pytest's own handler included), unless it is ignored (a background job must stay deaf to the
+    terminal's Ctrl-C); SIGTERM only where nobody installed a handler. The previous handlers come back on exit;
+    nested use is harmless.
+
+    ``gradcheck exec`` watches SIGTERM only: a hosted program must find Python's own SIGINT handler
+    (``default_int_handler``), as under python, so any KeyboardInterrupt that escapes it is taken for Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     replaced = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in signals:
         previous = signal.getsignal(signum)
         takeover = previous is not signal.SIG_IGN if signum == signal.SIGINT else previous in (signal.SIG_DFL, _raise)
         if takeover and previous is not None:

@@ -1,110 +1,68 @@
 """``gradcheck exec`` and ``gradcheck.audit()``: a program nobody rewrote, watched by the one observer.
 
-The program runs in this process, as ``python script.py ARGS`` or ``python -m module ARGS`` would run it
-(runpy, ``sys.argv``, ``sys.path[0]``), its output untouched, with gradcheck.observe's Observer installed: the same
-observer, the same checks and the same severities as ``gradcheck run``; an iteration is one backward. The result
-is one ScenarioResult: ``name`` the script or module, ``passes`` the backwards seen. A program that fails (an
-exception, a nonzero exit status) is exit 3 with its status and last error line, its audit still reported;
-Ctrl-C reports what ran. ``ProgramAudit`` is the same for code in this process (a notebook, a test suite).
+The program is hosted by engine.hosting exactly as ``python script.py ARGS`` or ``python -m module ARGS`` would run
+it, with gradcheck.observe's Observer installed: the same observer, the same checks and the same severities as
+``gradcheck run``; an iteration is one backward. The result is one ScenarioResult: ``name`` the script or module,
+``passes`` the backwards seen. A program that fails (an exception, a nonzero exit status) is exit 3 with its status
+and last error line, its audit still reported; Ctrl-C reports what ran. ``refresh`` gets an interim result at most
+once a second while it runs (``--output`` on disk survives ``os._exit`` and SIGKILL). ``ProgramAudit`` is the same
+for code in this process (a notebook, a test suite).
 """
 
 from __future__ import annotations
 
 import os
-import runpy
-import sys
+import threading
 import time
-import traceback
-from dataclasses import dataclass
+import weakref
 
 from gradcheck.engine import verdict
+from gradcheck.engine.hosting import ProgramRun, run_program
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import ScenarioResult
 from gradcheck.observe.program_roots import program_object, stack_roots
 
+__all__ = ["ProgramAudit", "ProgramRun", "audit_program", "run_program", "stack_roots"]
 
-@dataclass(frozen=True)
-class ProgramRun:
-    target: str
-    module: bool
-    status: int | str | None  # the program's exit status (None or 0: it finished)
-    error: str | None  # its last error line
-    traceback: str | None
-    seconds: float
-    interrupted: object = None  # an Interrupted when Ctrl-C or SIGTERM stopped it
-    stopped: bool = False  # gradcheck stopped it before a backward through a dangling pointer
-
-
-def run_program(target: str, args: list[str], module: bool = False) -> ProgramRun:
-    """Run ``target`` (a script path, or a module name with ``module``) as ``__main__`` with ``args``."""
-    from gradcheck.engine.interrupts import Interrupted, watch
-    from gradcheck.observe import DanglingAdjointStop
-
-    saved_argv, saved_path, saved_stderr = sys.argv[:], sys.path[:], sys.stderr
-    sys.stderr = tail = _LastLine(sys.stderr)
-    started = time.perf_counter()
-    status = error = trace = interrupted = None
-    stopped = False
-    try:
-        with watch():
-            sys.argv = [target, *args]
-            if module:
-                runpy.run_module(target, run_name="__main__", alter_sys=True)
-            else:
-                sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-                runpy.run_path(target, run_name="__main__")
-    except Interrupted as exc:
-        interrupted = exc
-    except DanglingAdjointStop as exc:
-        status, error, stopped = 1, str(exc), True
-    except SystemExit as exc:
-        status = exc.code
-        if status not in (None, 0):  # sys.exit("message"), or the last line it wrote (argparse's usage error)
-            error = str(status) if not isinstance(status, int) else tail.last
-    except BaseException as exc:  # noqa: BLE001 - the program's own failure is reported, not raised
-        status = 1
-        error = f"{type(exc).__name__}: {exc}"
-        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    finally:
-        sys.argv[:], sys.path[:], sys.stderr = saved_argv, saved_path, saved_stderr
-    return ProgramRun(target, module, status, error, trace, time.perf_counter() - started, interrupted, stopped)
-
-
-class _LastLine:
-    """sys.stderr, passed through, remembering the last line written: the program's last error line."""
-
-    def __init__(self, stream) -> None:
-        self._stream, self.last = stream, None
-
-    def write(self, text: str) -> int:
-        lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-        if lines:
-            self.last = lines[-1][:300]
-        return self._stream.write(text)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
+REFRESH_SECONDS = 1.0
 
 
 def audit_program(
-    target: str, args: list[str], module: bool = False, keep_going: bool = False, checks: CheckOptions = DEFAULT_CHECKS
+    target: str,
+    args: list[str],
+    module: bool = False,
+    keep_going: bool = False,
+    checks: CheckOptions = DEFAULT_CHECKS,
+    *,
+    refresh=None,
+    top_level: bool = False,
 ) -> tuple[ScenarioResult, ProgramRun]:
-    """Run the program under the observer; (its result, how it ran)."""
+    """Run the program under the observer; (its result, how it ran). ``refresh(result)``: called with an interim
+    result after a backward, at most once a second; ``top_level``: this process is the program's (see hosting)."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
     audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going)
-    with audit:
-        run = run_program(target, args, module)
+    audit.__enter__()
+    _CHILDREN_IGNORED.add(audit)
+    refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
+    if refreshing is not None:
+        audit.observer.after_backward.append(refreshing)
+    try:
+        run = run_program(target, args, module, top_level=top_level)
+    finally:
+        _CHILDREN_IGNORED.discard(audit)
+        if refreshing in audit.observer.after_backward:
+            audit.observer.after_backward.remove(refreshing)
+        audit.__exit__(None, None, None)
     notes = []
     if run.stopped:
         notes.append(run.error)
     elif audit.observer.backwards and any(r.backward_skipped for r in audit.trace().passes):
         notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
     error = code = None
-    if not run.stopped and run.interrupted is None and run.status not in (None, 0):
-        status = f"exited with status {run.status}" if isinstance(run.status, int) else "exited"
-        error = f"{run.target}: the program {status}" + (f": {run.error}" if run.error else "")
+    if not run.stopped and run.interrupted is None and run.status != 0:
+        error = f"{run.target}: the program exited with status {run.status}" + (f": {run.error}" if run.error else "")
         code = ExitCode.SCENARIO_ERROR
     result = audit.result(
         checks,
@@ -117,6 +75,48 @@ def audit_program(
         notes=tuple(notes),
     )
     return result, run
+
+
+def _interim(audit: ProgramAudit, checks: CheckOptions, name: str) -> ScenarioResult:
+    backwards = audit.observer.backwards
+    note = (
+        f"interim report, written while the program ran (after backward {backwards}); the final report replaces it "
+        "when the program ends, so this one stays only if the process was killed (SIGKILL) or left by os._exit"
+    )
+    return audit.snapshot(checks, spec=name, name=name, notes=(note,))
+
+
+def _every(seconds: float, callback):
+    """``callback`` throttled to at most once per ``seconds`` (the first call runs), one caller at a time."""
+    last = [-float("inf")]
+    lock = threading.Lock()
+
+    def throttled() -> None:
+        if time.monotonic() - last[0] < seconds or not lock.acquire(blocking=False):
+            return
+        try:
+            last[0] = time.monotonic()
+            callback()
+        finally:
+            lock.release()
+
+    return throttled
+
+
+# Audits under way in this process. A process the program forks (os.fork, multiprocessing's fork start method)
+# inherits the installed observer: in the child it stands aside for good (it is not audited, and a CUDA or report
+# call there would be wrong), so only the process that started reports.
+_CHILDREN_IGNORED: weakref.WeakSet = weakref.WeakSet()
+
+
+def _ignore_in_child() -> None:
+    for audit in list(_CHILDREN_IGNORED):
+        audit._in_child = audit.observer.ignoring()  # kept, so the observer stays aside in this child
+        audit._in_child.__enter__()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ignore_in_child)
 
 
 class ProgramAudit:
@@ -158,19 +158,29 @@ class ProgramAudit:
             self._ledger.uninstall()
 
     def trace(self):
+        if self._trace is None:
+            self._trace = self._new_trace()
+        return self._trace
+
+    def _new_trace(self):
         from gradcheck.model.trace import Trace
         from gradcheck.probes.warp_compat import warp_version
 
-        if self._trace is None:
-            self._trace = Trace(
-                scenario="program", fault=None, device=", ".join(self.observer.devices) or _device(),
-                warp_version=warp_version(),
-                **self.observer.trace_fields(),
-            )  # fmt: skip
-        return self._trace
+        return Trace(
+            scenario="program", fault=None, device=", ".join(self.observer.devices) or _device(),
+            warp_version=warp_version(),
+            **self.observer.trace_fields(),
+        )  # fmt: skip
 
     def result(self, checks: CheckOptions = DEFAULT_CHECKS, **fields) -> ScenarioResult:
-        trace = self.trace()
+        return self._judged(self.trace(), checks, **fields)
+
+    def snapshot(self, checks: CheckOptions = DEFAULT_CHECKS, **fields) -> ScenarioResult:
+        """The result so far, while the code still runs (``gradcheck exec --output`` refreshed on disk): judged
+        from a fresh trace of the observer's records, which go on; ``trace()`` and ``result()`` are untouched."""
+        return self._judged(self._new_trace(), checks, **fields)
+
+    def _judged(self, trace, checks: CheckOptions, **fields) -> ScenarioResult:
         notes = list(fields.pop("notes", ()))
         observer = self.observer
         if observer.graph_replays:
@@ -188,9 +198,18 @@ class ProgramAudit:
 
 
 def _device() -> str | None:
-    try:
-        import warp as wp
+    """Warp's default device, asked only if the program initialised Warp: asking would initialise it (its banner
+    on the program's stdout after the fact); a program that never did reports no device."""
+    import sys
 
-        return str(wp.get_device())
+    warp = sys.modules.get("warp")
+    if warp is None:
+        return None
+    try:
+        from gradcheck.probes.warp_compat.runtime import internal_module
+
+        if getattr(internal_module("context"), "runtime", None) is None:
+            return None
+        return str(warp.get_device())
     except Exception:  # noqa: BLE001 - the report says "?" rather than fail
         return None
