@@ -259,3 +259,29 @@ def test_gradients_of_structs_and_ints_are_no_internal_error(tmp_path):
     assert [f["message"] for f in scenario["findings"] if f["severity"] != "info"] == []
     assert proc.returncode == ExitCode.OK and "x [" in proc.stdout, proc.stderr[-2000:]
     assert scenario["passes"] == 3 and [p["subject"] for p in scenario["params"]] == ["x.grad"]
+
+
+BORROWED = str(TESTS / "programs" / "exec" / "borrowed_memory.py")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # owners freed after each step and their blocks reused: nothing may be read again, nothing is found
+        (("--owners", "fresh"), []),
+        (("--owners", "kept"), []),
+        # the same wrappers kept alive: a forgotten tape.zero() is found on them like on any array
+        (("--owners", "kept", "--mistake", "no-zero"), [("accumulation", "x.grad"), ("zero-audit", "x.grad")]),
+    ],
+)
+def test_arrays_on_borrowed_memory_are_read_only_while_their_owner_lives(args, expected):
+    """wp.array(ptr=...) owns nothing: re-reading one after its owner was freed read another array's values
+    (gradient norms of 1e35: explosion errors and zero-audit warnings on a correct program)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(BORROWED, list(args))
+    assert run.status in (None, 0), run.error
+    assert [(f.check, f.subject) for f in result.findings if f.severity.label != "info"] == expected
+    assert result.passes == 6
+    not_read = [n for n in result.notes if "do not own" in n]
+    assert bool(not_read) == (args[1] == "fresh")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradcheck.model.trace import GradientRewrite
-from gradcheck.observe.sites import caller_site, short
+from gradcheck.probes.sites import caller_site, short
 
 
 @dataclass
@@ -98,6 +98,9 @@ class GradientUse:
 
     def _read(self, p: _Produced, reader: str) -> None:
         key = p.grad.ptr
-        if key in self._found or self._fingerprint(p.grad) == p.checksum:
-            return  # reported once a window; a gradient the update put back as it was is the gradient
+        if key in self._found:
+            return  # reported once a window
+        now = self._fingerprint(p.grad)
+        if now is None or now == p.checksum:
+            return  # memory the program may have freed is not read; a gradient put back as it was is the gradient
         self._found[key] = GradientRewrite(p.subject, self._pending[key], reader, p.norm, self._norm_of(p.grad))

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradcheck.model.trace import Residue, Survivor
+from gradcheck.probes.liveness import readable
 from gradcheck.probes.stats import StatsPlan
 
 
@@ -105,15 +106,15 @@ class Leftovers:
         self._watched = []
         if not self.survivors:
             return []
-        table = self._check_plan.table([s.grad for s in self.survivors], device=self._device)
-        rows = table.rows()
-        self._watched = [s for s, row in zip(self.survivors, rows) if row.checksum == s.checksum]
+        alive = [s for s in self.survivors if readable(s.grad)]  # never memory the program may have freed
+        rows = self._check_plan.table([s.grad for s in alive], device=self._device).rows() if alive else []
+        self._watched = [s for s, row in zip(alive, rows) if row.checksum == s.checksum]
         return [s for s in self._watched if s.nonzero]
 
     def kept(self) -> tuple[str, ...]:
         """The watched survivors the iteration's backwards left bit-identical (refilled or untouched); asked once,
         when the iteration's backward phase ends."""
-        watched, self._watched = self._watched, []
+        watched, self._watched = [s for s in self._watched if readable(s.grad)], []
         if not watched:
             return ()
         rows = self._check_plan.table([s.grad for s in watched], device=self._device).rows()

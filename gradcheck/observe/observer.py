@@ -31,6 +31,7 @@ from dataclasses import replace
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.gradient_use import GradientUse
+from gradcheck.observe.graphs import CapturedGraphs
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
 from gradcheck.observe.iteration import Iteration
 from gradcheck.observe.leftovers import Leftovers, classify_residue
@@ -39,8 +40,14 @@ from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
-from gradcheck.observe.sites import caller_site, short
+from gradcheck.probes.liveness import LIVENESS, readable
+from gradcheck.probes.sites import caller_site, short
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
+
+
+_NOT_READ = (
+    "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read again"
+)
 
 
 class Observer(Guarded):
@@ -91,10 +98,7 @@ class Observer(Guarded):
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
-        self._capturing_backward = None  # (tape, loss, grads) of a backward being recorded into a graph
-        self._backward_graphs: dict[int, tuple] = {}  # id(graph) → (graph, tape, loss, grads): what its replays run
-        self._captured_forwards: dict[int, object] = {}  # id(tape) → tape recorded in the capture under way
-        self._graph_forwards: dict[int, list] = {}  # id(graph) → [graph, its tapes, launches so far, the one due]
+        self.graphs = CapturedGraphs()
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -166,8 +170,9 @@ class Observer(Guarded):
             "write-after-read not checked on the captured forward: its graph ran once (CUDA maps a graph's own "
             "memory only once it has run, and gradcheck replays the forward before the next run)"
         )
-        ran_once = any(0 < launches < due for _graph, _tapes, launches, due in self._graph_forwards.values())
-        if ran_once and once not in self.notes:
+        if LIVENESS.refused and not any(n.startswith(_NOT_READ) for n in self.notes):
+            self.notes.append(f"{_NOT_READ}: their checks did not run on them")
+        if self.graphs.ran_once() and once not in self.notes:
             self.notes.append(once)
 
     def trace_fields(self) -> dict:
@@ -196,7 +201,7 @@ class Observer(Guarded):
 
     def on_tape_exit(self, tape) -> None:
         if capturing():  # its launches run in the graph, where Python sees none: replayed from copies later
-            self._captured_forwards[id(tape)] = tape
+            self.graphs.recorded_tape(tape)
             return
         with self._guard("recording"):
             from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
@@ -245,7 +250,7 @@ class Observer(Guarded):
 
     def on_backward(self, tape, loss, grads, run):
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
-            self._capturing_backward = (tape, loss, grads)
+            self.graphs.recorded_backward(tape, loss, grads)
             return run()
         skipped = None
         with self._guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
@@ -283,41 +288,26 @@ class Observer(Guarded):
     def on_capture_end(self, graph) -> None:
         """A capture ended: if a backward was recorded into it, each replay of ``graph`` is a backward; the tapes
         recorded in it are its forward, checked for write-after-read by replaying them from copies."""
-        if self._capturing_backward is not None and graph is not None:
-            self._backward_graphs[id(graph)] = (graph, *self._capturing_backward)
-        self._capturing_backward = None
-        tapes, self._captured_forwards = list(self._captured_forwards.values()), {}
-        if tapes and graph is not None:
-            # replayed before the graph's first run on CPU; on CUDA before its second (see _captured_forward_due)
-            due = 2 if getattr(getattr(graph, "device", None), "is_cuda", True) else 1
-            self._graph_forwards[id(graph)] = [graph, tapes, 0, due]
-            while len(self._graph_forwards) > 16:
-                self._graph_forwards.pop(next(iter(self._graph_forwards)))
+        self.graphs.ended(graph)
 
     def on_graph_replay(self, graph, run):
         """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
-        without Python seeing it: audited as a backward of its tape. A graph with no backward in it (a forward-only
-        capture, or the forward half of a program that captures the two apart) is not one."""
+        without Python seeing it: audited as a backward of its tape. A graph with no backward in it is not one."""
         self.graph_replays += 1
-        forward = self._graph_forwards.get(id(graph))
-        if forward is not None:
-            self._captured_forward_due(forward)
-        found = self._backward_graphs.get(id(graph))
+        tapes = self.graphs.forward_due(graph)
+        if tapes:
+            self._captured_forward_due(tapes)
+        found = self.graphs.backward_of(graph)
         if found is None:
             return run()
-        _graph, tape, loss, grads = found
         self.audited_replays += 1
-        return self.on_backward(tape, loss, grads, run)
+        return self.on_backward(*found, run)
 
-    def _captured_forward_due(self, forward: list) -> None:
+    def _captured_forward_due(self, tapes: list) -> None:
         """Replay a graph's forward from copies once, just before a replay of the graph, from the state that replay
         starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
         second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
         once the graph has run (copied before, they are an invalid argument)."""
-        forward[2] += 1
-        _graph, tapes, launches, due = forward
-        if launches != due:
-            return
         with self._guard("write-after-read (captured forward)"):
             found = [self._replay_captured(tape) for tape in tapes]
             found = [f for f in found if f is not None]
@@ -408,7 +398,7 @@ class Observer(Guarded):
         it = self._it
         self._last, self._moved = (tape, loss, grads), False
         it.launches = len(tape.launches)
-        measured = self.book.measured()
+        measured = {k: a for k, a in self.book.measured().items() if a.grad is None or readable(a.grad)}
         with self._guard("gradients"):
             it.loss = _scalar(loss) if loss is not None else it.loss
             it.stats = self.reader.measure(measured)

@@ -50,8 +50,11 @@ class AllocationLedger:
         (gradcheck never initialises Warp on a program's behalf: allocators exist only from then on anyway)."""
         from gradcheck.probes.warp_compat.runtime import when_initialised
 
+        from gradcheck.probes import liveness
+
         self.active = True
         self._restore.append(when_initialised(self._wrap_allocators))
+        liveness.use_ledger(self)
         return self
 
     def _wrap_allocators(self) -> None:
@@ -67,6 +70,10 @@ class AllocationLedger:
 
     def uninstall(self) -> None:
         """Restore the allocators. Arrays allocated meanwhile keep calling the wrapper, which then only frees."""
+        from gradcheck.probes import liveness
+
+        if liveness._current is self:
+            liveness.use_ledger(None)
         for restore in self._restore:
             restore()
         self._restore.clear()
