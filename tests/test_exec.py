@@ -285,3 +285,25 @@ def test_arrays_on_borrowed_memory_are_read_only_while_their_owner_lives(args, e
     assert result.passes == 6
     not_read = [n for n in result.notes if "do not own" in n]
     assert bool(not_read) == (args[1] == "fresh")
+
+
+PREFILLED = str(TESTS / "programs" / "exec" / "prefilled_gradients.py")
+
+
+@pytest.mark.parametrize(
+    ("mistake", "expected"),
+    [
+        ("none", []),
+        # x.grad is overwritten by the program's fill_ before each backward: only its last leftover (no backward
+        # after it) is one; b.grad keeps every backward's gradient from the first on
+        ("fresh-tape-zero", [("zero-audit", "b.grad", 1), ("zero-audit", "x.grad", 4)]),
+    ],
+)
+def test_a_gradient_set_on_purpose_after_tape_zero_is_no_leftover(mistake, expected):
+    """Warp's test_tape prefills x.grad (fill_(0.25)) between tape.zero() and backward, and expects the sum: the
+    zero audit, which waits for the end of the zero step, took that seed for what tape.zero() had left."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(PREFILLED, ["--mistake", mistake])
+    assert run.status in (None, 0), run.error
+    assert found(result) == expected

@@ -43,6 +43,8 @@ class Leftovers:
     def __init__(self, device, names) -> None:
         self._device, self._names = device, names
         self._after_plan, self._audit_plan, self._check_plan = StatsPlan(), StatsPlan(), StatsPlan()
+        self._zero_plan = StatsPlan()
+        self._zeroed = None  # the reachable buffers as tape.zero() left them (until the audit)
         self._reach = None  # the buffers the last backward's tape reached
         self._left = None  # their checksums right after that backward
         self._reseeded: set[int] = set()  # gradient pointers every backward refills (the loss's: fill_(1.0))
@@ -64,7 +66,7 @@ class Leftovers:
         # seeds add up over the backwards before a zero step (one backward per output seeds each output in turn)
         self._reseeded |= reseeded
         self._seeded |= seeded
-        self._backward, self._audited = index, False
+        self._backward, self._audited, self._zeroed = index, False, None
 
     def audit(self, only_left: bool = False) -> tuple[tuple[Survivor, ...], int]:
         """The zero audit: (survivors, buffers looked at). ``only_left``: no zero step was seen, so only buffers
@@ -72,14 +74,15 @@ class Leftovers:
         if self._reach is None:
             return (), 0
         reach, names = self._reach, self._names
-        table = self._audit_plan.table(reach.grads, device=self._device)
+        snapshot, self._zeroed = self._zeroed, None
+        table = snapshot if snapshot is not None else self._audit_plan.table(reach.grads, device=self._device)
+        candidates = [i for i in table.nonzero_indices() if reach.grads[i].ptr not in self._reseeded]
+        now = self._rewritten(table, candidates) if snapshot is not None else set()
         survivors, kept = [], []
-        for i in table.nonzero_indices():
+        for i in candidates:
             grad = reach.grads[i]
-            if grad.ptr in self._reseeded:
-                continue
             stats = table.row(i)
-            if only_left and stats.checksum != int(self._left[i]):
+            if only_left and stats.checksum != int(self._left[i]) or i in now:
                 continue
             buffer = reach.buffer(i)
             survivor = Survivor(
@@ -96,6 +99,21 @@ class Leftovers:
                              self._backward))  # fmt: skip
         self.survivors, self._audited = kept, True
         return tuple(survivors), len(reach)
+
+    def zeroed(self) -> None:
+        """``tape.zero()`` just returned: what it left is read now. The audit itself waits for the end of the zero
+        step (a program may zero the rest by hand after it), and then counts only buffers still holding exactly
+        what ``tape.zero()`` left: one written since (``x.grad.fill_(0.25)``, an assign: a seed the program sets
+        on purpose for the next backward to add to) is the program's choice, not a leftover."""
+        if self._reach is not None:
+            self._zeroed = self._zero_plan.table(self._reach.grads, device=self._device)
+
+    def _rewritten(self, table, candidates: list[int]) -> set[int]:
+        """Of ``candidates`` (rows of a table read at ``tape.zero()``), those whose buffer changed since."""
+        if not candidates:
+            return set()
+        rows = self._check_plan.table([self._reach.grads[i] for i in candidates], device=self._device).rows()
+        return {i for i, row in zip(candidates, rows) if row.checksum != table.row(i).checksum}
 
     def new_iteration(self) -> None:
         """Seeds are told apart per iteration: the next one seeds afresh."""

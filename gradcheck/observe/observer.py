@@ -282,6 +282,7 @@ class Observer(Guarded):
         if not self._in_zero_step:
             with self._guard("zero audit"):
                 self._zero_label = f"tape.zero() at {short(caller_site())}"
+                self.leftovers.zeroed()
                 self._close_window()
         return result
 
