@@ -339,6 +339,11 @@ CASES = [
     _case("stderr-line-left-open", "import sys\nsys.stderr.write('no newline')\nsys.exit(1)\n"),
     _case("never-imports-warp", "print('plain program')\n", expect=b"plain program\n"),
     _case(
+        "warp-and-numpy-not-imported-for-it",
+        "import sys\nprint('warp' in sys.modules, 'numpy' in sys.modules)\nimport warp\nprint(warp.__loader__.name)\n",
+        expect=b"False False\nwarp\n",
+    ),
+    _case(
         "forgets-wp-init",
         "import warp as wp\nprint('before warp', flush=True)\na = wp.array([1.0, 2.0], dtype=float)\n"
         "print(a.numpy().tolist())\n",

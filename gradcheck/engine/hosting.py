@@ -223,6 +223,71 @@ def program_inputs(target: str, module: bool) -> list[Path]:
     return found
 
 
+def after_import(name: str, callback):
+    """Call ``callback()`` once module ``name`` is imported: now if it is, else right after the program's own
+    import of it has run (a finder first on ``sys.meta_path`` wraps the real loader once). gradcheck must not
+    import Warp for the program: Warp's configuration is the program's to set before its import, and a program
+    that never imports Warp must run without it. A failing callback never reaches the program: it is kept in the
+    returned hook's ``failed``; ``remove()`` takes the hook away if it never fired."""
+    hook = _AfterImport(name, callback)
+    if name in sys.modules:
+        hook.fire()
+    else:
+        sys.meta_path.insert(0, hook)
+    return hook
+
+
+class _AfterImport:
+    def __init__(self, name: str, callback) -> None:
+        self.name, self.callback = name, callback
+        self.failed: BaseException | None = None
+        self._searching = False
+
+    def remove(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name or self._searching:
+            return None
+        import importlib.util
+
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(fullname)  # what the other finders say (this one stands aside)
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ThenCall(spec.loader, self)
+        return spec
+
+    def fire(self) -> None:
+        self.remove()
+        try:
+            self.callback()
+        except Exception as exc:  # noqa: BLE001 - gradcheck's failure to start must not become the program's
+            self.failed = exc
+
+
+class _ThenCall:
+    """The real loader, then the callback; the module keeps the real loader as its ``__loader__``."""
+
+    def __init__(self, loader, hook: _AfterImport) -> None:
+        self.loader, self.hook = loader, hook
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__spec__.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        self.hook.fire()
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
 class _Saved:
     """What hosting changes in ``sys``, put back after the program (``__main__`` too, except at the top level)."""
 

@@ -17,7 +17,7 @@ import time
 import weakref
 
 from gradcheck.engine import verdict
-from gradcheck.engine.hosting import ProgramRun, run_program
+from gradcheck.engine.hosting import ProgramRun, after_import, run_program
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import ScenarioResult
@@ -38,43 +38,56 @@ def audit_program(
     refresh=None,
     top_level: bool = False,
 ) -> tuple[ScenarioResult, ProgramRun]:
-    """Run the program under the observer; (its result, how it ran). ``refresh(result)``: called with an interim
-    result after a backward, at most once a second; ``top_level``: this process is the program's (see hosting)."""
+    """Run the program under the observer; (its result, how it ran). The observer starts when the program imports
+    Warp (at once if it is imported already): gradcheck imports nothing of Warp's on the program's behalf.
+    ``refresh(result)``: called with an interim result after a backward, at most once a second; ``top_level``:
+    this process is the program's (see engine.hosting)."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
     audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going)
-    audit.__enter__()
-    _CHILDREN_IGNORED.add(audit)
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
-    if refreshing is not None:
-        audit.observer.after_backward.append(refreshing)
+
+    def start() -> None:
+        audit.__enter__()
+        _CHILDREN_IGNORED.add(audit)
+        if refreshing is not None:
+            audit.observer.after_backward.append(refreshing)
+
+    hook = after_import("warp", start)
     try:
         run = run_program(target, args, module, top_level=top_level)
     finally:
-        _CHILDREN_IGNORED.discard(audit)
-        if refreshing in audit.observer.after_backward:
-            audit.observer.after_backward.remove(refreshing)
-        audit.__exit__(None, None, None)
+        hook.remove()
+        if audit.observer is not None and hook.failed is None:
+            _CHILDREN_IGNORED.discard(audit)
+            if refreshing in audit.observer.after_backward:
+                audit.observer.after_backward.remove(refreshing)
+            audit.__exit__(None, None, None)
+    error = code = None
+    if not run.stopped and run.interrupted is None and run.status != 0:
+        error = f"{run.target}: the program exited with status {run.status}" + (f": {run.error}" if run.error else "")
+        code = ExitCode.SCENARIO_ERROR
+    fields = dict(spec=name, name=name, error=error, error_code=code, traceback=run.traceback, seconds=run.seconds)
+    if audit.observer is None or hook.failed is not None:
+        return _unobserved(hook.failed, fields), run
     notes = []
     if run.stopped:
         notes.append(run.error)
     elif audit.observer.backwards and any(r.backward_skipped for r in audit.trace().passes):
         notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
-    error = code = None
-    if not run.stopped and run.interrupted is None and run.status != 0:
-        error = f"{run.target}: the program exited with status {run.status}" + (f": {run.error}" if run.error else "")
-        code = ExitCode.SCENARIO_ERROR
-    result = audit.result(
-        checks,
-        spec=name,
-        name=name,
-        error=error,
-        error_code=code,
-        traceback=run.traceback,
-        seconds=run.seconds,
-        notes=tuple(notes),
-    )
-    return result, run
+    return audit.result(checks, notes=tuple(notes), **fields), run
+
+
+def _unobserved(failed: BaseException | None, fields: dict) -> ScenarioResult:
+    """The result of a program the observer never watched: it never imported Warp, or the observer failed to start
+    (an internal error, said in the report: the program itself ran untouched)."""
+    if failed is None:
+        return ScenarioResult(notes=("the program never imported Warp: nothing to audit",), unit="backward", **fields)
+    from gradcheck.checks.internal_error import finding
+    from gradcheck.model.trace import InternalError
+
+    found = finding(InternalError.of("observer: start", failed))
+    return ScenarioResult(findings=(found,), unit="backward", **fields)
 
 
 def _interim(audit: ProgramAudit, checks: CheckOptions, name: str) -> ScenarioResult:
