@@ -87,6 +87,40 @@ os._exit(0)
 """
 
 
+WARP_FORK = """
+import os, sys
+import warp as wp
+
+wp.config.quiet = True
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(y, 0, x[i] * x[i])
+
+x = wp.array([1.0, 2.0], dtype=float, requires_grad=True)
+
+def step():
+    y = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, dim=2, inputs=[x], outputs=[y])
+    tape.backward(y)
+    grad = x.grad.numpy().tolist()
+    tape.zero()
+    return grad
+
+print("parent", step(), flush=True)
+pid = os.fork()
+if pid == 0:
+    print("child", step(), step(), flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("child status", os.waitstatus_to_exitcode(status))
+print("parent", step())
+"""
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -146,7 +180,14 @@ CASES = [
     Case("package-main-relative-import", MODULES, ("-m", "pkg", "y"), expect=b"relative helped"),
     Case("submodule-of-package", MODULES, ("-m", "pkg.sub"), expect=b"name __main__ package 'pkg'"),
     Case("folder-with-main", {"app/__main__.py": SHOW_MAIN}, ("app", "z"), expect=b"argv ['app', 'z']"),
+    Case("zip-with-main", {"app.zip": "@zip:" + SHOW_MAIN}, ("app.zip", "z"), expect=b"argv ['app.zip', 'z']"),
     Case("no-such-module", {}, ("-m", "no_such_module_here"), report="file"),
+    Case(
+        "module-raises",
+        {"mod.py": "print('mod ran')\ndef f():\n    raise LookupError('in a module')\nf()\n"},
+        ("-m", "mod"),
+        expect=b"mod ran",
+    ),
     _case(
         "absolute-file-after-chdir",
         "import os\nos.chdir('/')\nprint(__file__, os.path.exists(__file__))\n",
@@ -361,6 +402,15 @@ CASES = [
         expect=b"recording",
     ),
     _case("os-exit-leaves-the-last-refresh", WARP_LOOP, expect=b"steps done True"),
+    _case("fork-of-a-warp-program", WARP_FORK, report="stdout", expect=b"child [2.0, 4.0] [2.0, 4.0]\nchild status 0"),
+    _case(
+        "output-dev-stdout",
+        "import sys\nprint('program first')\nprint('err', file=sys.stderr)\n",
+        gc_args=("--output", "/dev/stdout"),
+        report="stdout",
+        env={"PYTHONUNBUFFERED": None},
+        expect=b"program first\n",
+    ),
     _case(
         "output-dev-full", "print('ran')\n", gc_args=("--output", "/dev/full"), report="none", exec_rc=2, expect=b"ran"
     ),
@@ -419,6 +469,11 @@ def _write_program(work: Path, files: dict[str, str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if source.startswith("@link:"):
             path.symlink_to(source.removeprefix("@link:"))
+        elif source.startswith("@zip:"):  # a zip holding __main__.py
+            import zipfile
+
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.writestr("__main__.py", textwrap.dedent(source.removeprefix("@zip:")))
         else:
             path.write_text(textwrap.dedent(source), encoding="utf-8")
 
@@ -637,6 +692,11 @@ def _no_module(python: Ran, gradcheck: Ran, report, _path):
     assert report["scenarios"][0]["error"].endswith("No module named no_such_module_here")
 
 
+def _frozen_runpy(python: Ran, gradcheck: Ran, *_):
+    """python -m shows runpy's frames first; so does exec (the rest of the comparison: byte for byte)."""
+    assert python.stderr.count(b'File "<frozen runpy>"') == 2 and b"LookupError: in a module" in python.stderr
+
+
 def _syntax_error(python: Ran, gradcheck: Ran, *_):
     assert python.stderr.startswith(b'  File "') and b"SyntaxError" in gradcheck.stderr  # no Traceback header
 
@@ -704,6 +764,12 @@ def _refreshed(python: Ran, gradcheck: Ran, report, _path):
     assert scenario["passes"] >= 1 and any("interim report" in note for note in scenario["notes"])
 
 
+def _parent_backwards_only(python: Ran, gradcheck: Ran, report, _path):
+    """The child's backwards ran (same gradients as under python) but are not audited: the observer stood aside
+    in it, and the parent's report counts its own two."""
+    assert report["scenarios"][0]["passes"] == 2 and gradcheck.stdout.count(b'"schema"') == 1
+
+
 def _forgot_init(python: Ran, gradcheck: Ran, *_):
     """Warp initialises where the program first needs it, under gradcheck as under python: the banner follows."""
     assert python.stdout.index(b"before warp") < python.stdout.index(b"Warp ")
@@ -734,6 +800,7 @@ SPECIFIC = {
     "package-main-relative-import": _show_main,
     "submodule-of-package": _show_main,
     "folder-with-main": _show_main,
+    "zip-with-main": _show_main,
     "sys-exit-0": _exit_status(0),
     "sys-exit-1": _exit_status(1),
     "sys-exit-3": _exit_status(3),
@@ -749,6 +816,7 @@ SPECIFIC = {
     "uncaught-exception-traceback": _traceback,
     "no-such-module": _no_module,
     "syntax-error": _syntax_error,
+    "module-raises": _frozen_runpy,
     "custom-excepthook": _custom_hook,
     "os-fork-child-returns": _one_report,
     "os-fork-child-ends-normally": _child_ran,
@@ -762,6 +830,7 @@ SPECIFIC = {
     "chdir-then-relative-output": _relative_output,
     "os-exit-leaves-the-last-refresh": _refreshed,
     "forgets-wp-init": _forgot_init,
+    "fork-of-a-warp-program": _parent_backwards_only,
     "never-imports-warp": _no_banner,
     "warnings": _warnings,
     "logging": _logging,

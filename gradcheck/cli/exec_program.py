@@ -115,10 +115,12 @@ def _report(result, run, fail_on: FailOn, debug: bool):
 def _deliver(report, fmt: OutputFormat, output: Path | None, stdio) -> int:
     """The report to --output or the original stdout, then gradcheck's error lines; the exit code."""
     from gradcheck.cli.output import ReportNotWritten, write_report_file
+    from gradcheck.engine.hosting import flush_program_streams
     from gradcheck.formats import render
 
     code = report.exit_code
     lost = None
+    flush_program_streams()  # what the program left buffered comes before the report, also in --output /dev/stdout
     try:
         if output is not None:
             write_report_file(output, render(report, fmt, color=False, width=100))
