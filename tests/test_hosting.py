@@ -64,7 +64,7 @@ WARP_LOOP = """
 import os, time
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no banner, no module-load lines (wp.config.quiet before 1.19)
 
 @wp.kernel
 def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
@@ -91,7 +91,7 @@ WARP_FORK = """
 import os, sys
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no banner, no module-load lines (wp.config.quiet before 1.19)
 
 @wp.kernel
 def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
@@ -135,6 +135,7 @@ class Case:
     merge: bool = False  # stderr into stdout's pipe (2>&1)
     exec_rc: int | None = None  # exec's exit code when it is not the mapping of python's
     runs: bool = True  # False: gradcheck refuses before the program runs
+    known: str | None = None  # a known difference outside hosting: the case is a strict xfail until it is fixed
 
 
 def _case(name: str, source: str, *args: str, **kw) -> Case:
@@ -392,16 +393,24 @@ CASES = [
     ),
     _case(
         "quiet-warp-before-init",
-        "import warp as wp\nwp.config.quiet = True\nwp.init()\nprint('quiet', wp.get_device())\n",
+        "import warp as wp\nwp.config.log_level = wp.LOG_WARNING\nwp.init()\nprint('quiet', wp.get_device())\n",
         expect=b"quiet cpu",
     ),
     _case(
         "exit-inside-a-tape",
-        "import sys\nimport warp as wp\nwp.config.quiet = True\nx = wp.zeros(3, requires_grad=True)\n"
+        "import sys\nimport warp as wp\nwp.config.log_level = wp.LOG_WARNING\nx = wp.zeros(3, requires_grad=True)\n"
         "with wp.Tape():\n    print('recording', flush=True)\n    sys.exit(2)\n",
         expect=b"recording",
     ),
     _case("os-exit-leaves-the-last-refresh", WARP_LOOP, expect=b"steps done True"),
+    _case(
+        "warp-left-chatty",
+        WARP_FORK.replace("wp.config.log_level = wp.LOG_WARNING", "").split("pid = os.fork()")[0],
+        expect=b"parent [2.0, 4.0]",
+        known="gradcheck's statistics kernels load with Warp's module-load line on the program's stdout "
+        "(Module gradcheck_stats_... load on device 'cpu') when the program leaves Warp's log level at info: "
+        "gradcheck/probes, not hosting",
+    ),
     _case("fork-of-a-warp-program", WARP_FORK, report="stdout", expect=b"child [2.0, 4.0] [2.0, 4.0]\nchild status 0"),
     _case(
         "output-dev-stdout",
@@ -555,8 +564,9 @@ def outcomes(request, tmp_path_factory):
 
 
 def _normalised(data: bytes) -> bytes:
-    """Warp's module-load lines carry timings and whether the kernel cache was warm."""
-    return re.sub(rb"Module [^\n]* load on device [^\n]*\n", b"", data)
+    """The program's own Warp module-load lines carry timings and whether the kernel cache was warm (only the
+    program's: a line for a module of gradcheck's is a difference)."""
+    return re.sub(rb"Module __main__ [^\n]* load on device [^\n]*\n", b"Module __main__ loaded\n", data)
 
 
 def split_gradcheck(stderr: bytes, python_stderr: bytes) -> tuple[bytes, list[bytes]]:
@@ -632,7 +642,14 @@ def _program_name(case: Case) -> str:
 DIFFERENT_STDERR = {"keyboard-interrupt-raised", "sigterm-to-itself"}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=c.known)) if c.known else c
+        for c in CASES
+    ],
+    ids=[c.name for c in CASES],
+)
 def test_a_program_runs_under_exec_as_under_python(case, outcomes):
     python, gradcheck, report_path = outcomes[case.name]
     report = _compare(case, python, gradcheck, report_path)

@@ -63,7 +63,8 @@ def exec_program(
     if refresher is not None:
         refresher.close()
     report = _report(result, run, fail_on, debug)
-    raise typer.Exit(_deliver(report, fmt, output, stdio))
+    stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
+    raise typer.Exit(_deliver(report, fmt, output, stdio, stopped))
 
 
 def _checked(program: list[str], module: str | None, output: Path | None) -> tuple[str, Path | None]:
@@ -112,8 +113,9 @@ def _report(result, run, fail_on: FailOn, debug: bool):
     return report
 
 
-def _deliver(report, fmt: OutputFormat, output: Path | None, stdio) -> int:
-    """The report to --output or the original stdout, then gradcheck's error lines; the exit code."""
+def _deliver(report, fmt: OutputFormat, output: Path | None, stdio, said: tuple[str, ...] = ()) -> int:
+    """The report to --output or the original stdout, then gradcheck's error lines (``said`` first); the exit
+    code."""
     from gradcheck.cli.output import ReportNotWritten, write_report_file
     from gradcheck.engine.hosting import flush_program_streams
     from gradcheck.formats import render
@@ -130,7 +132,7 @@ def _deliver(report, fmt: OutputFormat, output: Path | None, stdio) -> int:
         lost = f"cannot write --output {str(output)!r}: {exc.strerror or exc}"
     except ReportNotWritten as exc:
         lost = f"the report could not be written to stdout ({exc}); give --output FILE"
-    for message in (report.error, report.scenarios[0].error, lost):
+    for message in (*said, report.error, report.scenarios[0].error, lost):
         if message:
             stdio.line(message)
     return int(combine([code, ExitCode.USAGE]) if lost else code)
