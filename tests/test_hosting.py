@@ -404,6 +404,12 @@ CASES = [
     ),
     _case("os-exit-leaves-the-last-refresh", WARP_LOOP, expect=b"steps done True"),
     _case(
+        "warp-error-through-gradcheck-hooks",
+        WARP_FORK.split("x = wp.array")[0]
+        + "x = wp.array([1.0, 2.0], dtype=float, requires_grad=True)\nwith wp.Tape():\n"
+        "    wp.launch(square, dim=2, inputs=[x], outputs=[])\n",
+    ),
+    _case(
         "warp-left-chatty",
         WARP_FORK.replace("wp.config.log_level = wp.LOG_WARNING", "").split("pid = os.fork()")[0],
         expect=b"parent [2.0, 4.0]",
@@ -714,6 +720,11 @@ def _frozen_runpy(python: Ran, gradcheck: Ran, *_):
     assert python.stderr.count(b'File "<frozen runpy>"') == 2 and b"LookupError: in a module" in python.stderr
 
 
+def _warp_error(python: Ran, gradcheck: Ran, *_):
+    """Warp's own error, raised through the observer's launch hook: python's traceback, without gradcheck's frames."""
+    assert b"passed 1 arguments but kernel requires 2" in python.stderr and b"hooks.py" not in gradcheck.stderr
+
+
 def _syntax_error(python: Ran, gradcheck: Ran, *_):
     assert python.stderr.startswith(b'  File "') and b"SyntaxError" in gradcheck.stderr  # no Traceback header
 
@@ -833,6 +844,7 @@ SPECIFIC = {
     "uncaught-exception-traceback": _traceback,
     "no-such-module": _no_module,
     "syntax-error": _syntax_error,
+    "warp-error-through-gradcheck-hooks": _warp_error,
     "module-raises": _frozen_runpy,
     "custom-excepthook": _custom_hook,
     "os-fork-child-returns": _one_report,

@@ -67,12 +67,16 @@ class _Ending:
 
 
 class Host:
+    """One program, run once as python's top level would run it (see the module docstring)."""
+
     def __init__(self, target: str, args: list[str], module: bool = False, top_level: bool = False):
         self.target, self.args, self.module, self.top_level = target, list(args), module, top_level
         self.pid = os.getpid()  # only this process reports; a forked child ends as python would end it
         self._code = None  # the script's code object: its traceback starts at its frame
 
     def run(self) -> ProgramRun:
+        """Set up, run, end as python does; ``sys`` is put back afterwards (for gradcheck's own work, and for an
+        in-process caller). In a forked child this never returns."""
         from gradcheck.engine.interrupts import watch
 
         started = time.perf_counter()
@@ -238,6 +242,9 @@ def after_import(name: str, callback):
 
 
 class _AfterImport:
+    """A meta-path finder that only answers for ``name``, with the spec the other finders give and its loader
+    wrapped, so the callback runs right after the module's own code (Python has no post-import hook)."""
+
     def __init__(self, name: str, callback) -> None:
         self.name, self.callback = name, callback
         self.failed: BaseException | None = None
@@ -345,9 +352,13 @@ def print_uncaught(exc: BaseException, starts_program) -> str:
     return text
 
 
+_GRADCHECK = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def _hide_frames(tb, starts_program=None):
-    """``tb`` from the frame ``starts_program`` accepts (all of it when None), without the frames of gradcheck's
-    stream wrappers (a print the program made passes through one)."""
+    """``tb`` from the frame ``starts_program`` accepts (all of it when None), without gradcheck's own frames in
+    between: the observer's hooks around Warp's functions (a launch Warp rejects raises through them) and the
+    stream wrappers (a print passes through one) are not there under python."""
     if starts_program is not None:
         start = tb
         while start is not None and not starts_program(start.tb_frame.f_code):
@@ -355,7 +366,7 @@ def _hide_frames(tb, starts_program=None):
         tb = start
     entries = []
     while tb is not None:
-        if tb.tb_frame.f_code is not _TrackedText.write.__code__:
+        if not tb.tb_frame.f_code.co_filename.startswith(_GRADCHECK):
             entries.append(tb)
         tb = tb.tb_next
     rebuilt = None
