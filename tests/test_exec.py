@@ -307,3 +307,24 @@ def test_a_gradient_set_on_purpose_after_tape_zero_is_no_leftover(mistake, expec
     result, run = audit_program(PREFILLED, ["--mistake", mistake])
     assert run.status in (None, 0), run.error
     assert found(result) == expected
+
+
+UNITTEST_MODULE = str(TESTS / "programs" / "exec" / "unittest_module.py")
+
+
+@pytest.mark.parametrize("mistake", ["none", "no-zero"])
+def test_a_unittest_module_is_named_from_its_own_frames(mistake):
+    """Warp's and Newton's tests are unittest modules: arrays are locals of test methods (gone when the report is
+    written), every call passes through unittest's frames. Subjects are the test's variables, sites its lines."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(UNITTEST_MODULE, ["--mistake", mistake])
+    assert run.status in (None, 0), run.error
+    if mistake == "none":
+        assert found(result) == []
+        return
+    assert found(result)[:2] == [("accumulation", "weights.grad", 2), ("zero-audit", "weights.grad", 1)]
+    subjects = [f.subject for f in result.findings]
+    assert not any(s.startswith("array#") for s in subjects), subjects
+    sites = [f.evidence.get("site") for f in result.findings if f.evidence.get("site")]
+    assert sites and all(s.startswith(UNITTEST_MODULE + ":") for s in sites), sites

@@ -86,7 +86,7 @@ class Leftovers:
                 continue
             buffer = reach.buffer(i)
             survivor = Survivor(
-                subject=buffer.subject(names.names),
+                subject=_subject(buffer, names),
                 reached_via=buffer.reached_via,
                 norm=stats.norm,
                 nonzero=stats.nonzero,
@@ -141,6 +141,19 @@ class Leftovers:
     def watch(self) -> None:
         """Watch the last audit's survivors through the next backward without judging residue (same iteration)."""
         self._watched = list(self.survivors)
+
+
+def _subject(buffer, names) -> str:
+    """The program's name for the buffer: its own, or its owner's with ``.grad`` (remembered after the frame that
+    held it returned), else the path the tape reached it by."""
+    if buffer.reached_via != "array of structs":
+        own = names.known(buffer.grad)
+        if own is not None:
+            return own
+        owner = names.known(buffer.owner)
+        if owner is not None:
+            return owner + ".grad"
+    return buffer.subject(names.names)
 
 
 def classify_residue(left: list[Left], book, names) -> tuple[Residue, ...]:

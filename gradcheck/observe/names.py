@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from gradcheck.probes.naming import ArrayNames, walk
 
+MEMO = 65536  # names remembered past the walk that found them (a weak reference and a string each)
+
 
 class Names:
     """``roots()`` returns the object to walk (a scenario), or a list of them, long-lived first (a program's
@@ -28,6 +30,7 @@ class Names:
         self._event = 0
         self._walked_event = -1
         self._retry: dict[int, tuple[int, int]] = {}  # id → (event from which a miss may walk again, backoff)
+        self._memo: dict[int, tuple[object, str]] = {}  # id → (weak reference, name): every name given so far
 
     def new_event(self) -> None:
         """A backward started: a name missed before may be looked for again (at most one walk an event)."""
@@ -50,8 +53,13 @@ class Names:
         """Where the program keeps ``array``, or None. A miss walks the program again only if Warp allocated since
         the last walk, at most once an event, and for the same array after 1, 2, 4, … events: an array the program
         does not hold anywhere costs a bounded number of walks, however long it trains."""
+        remembered = self._remembered(array)
+        if remembered is not None:
+            return remembered
         found = self.names.name(array)
-        if found is not None or not self._stale() or self._walked_event == self._event:
+        if found is not None:
+            return self._remember(array, found)
+        if not self._stale() or self._walked_event == self._event:
             return found
         retry_at, gap = self._retry.get(id(array), (0, 1))
         if self._event < retry_at:
@@ -60,7 +68,33 @@ class Names:
         found = self._names.name(array)
         if found is None:
             self._retry[id(array)] = (self._event + gap, gap * 2)
-        return found
+            return None
+        return self._remember(array, found)
+
+    def _remembered(self, array) -> str | None:
+        entry = self._memo.get(id(array))
+        if entry is None:
+            return None
+        if entry[0]() is array:
+            return entry[1]
+        del self._memo[id(array)]  # another array at a freed one's id
+        return None
+
+    def _remember(self, array, name: str) -> str:
+        """A name once given stays the array's for the rest of the run (its history keeps one subject), also
+        after the frame that held it returned (a unittest method's locals): weakly held, so it never keeps the
+        program's memory alive."""
+        import weakref
+
+        if len(self._memo) >= MEMO:
+            self._memo = {k: v for k, v in self._memo.items() if v[0]() is not None}
+            if len(self._memo) >= MEMO:
+                self._memo.pop(next(iter(self._memo)))
+        try:
+            self._memo[id(array)] = (weakref.ref(array), name)
+        except TypeError:  # an object without weak references: not remembered beyond the walk
+            pass
+        return name
 
     def label(self, array, suffix: str = "") -> str:
         """A name for a report: the program's path, else ``kernel.argument`` of the first launch that used it."""
@@ -75,10 +109,16 @@ class Names:
                 return used
         return f"array#{id(array) & 0xFFFFFF:06x}{suffix}"
 
+    def known(self, array) -> str | None:
+        """A name already given to ``array`` (remembered, or in the last walk), without walking again."""
+        if array is None:
+            return None
+        return self._remembered(array) or self.names.name(array)
+
     def gradient_subject(self, owner) -> str:
         """The subject of ``owner``'s gradient: ``x.grad`` (or the gradient buffer's own name when it has one)."""
         grad = getattr(owner, "grad", None)
-        named = self.names.name(grad) if grad is not None else None
+        named = (self._remembered(grad) or self.names.name(grad)) if grad is not None else None
         return named or self.label(owner, ".grad")
 
     def _stale(self) -> bool:

@@ -141,13 +141,19 @@ def reachable_gradients(
         visit(value, LaunchLabel(launches, value), "kernel argument")
     unique = arguments.unique
     for key in [k for k in tape_gradient_keys(tape) if id(k) not in unique]:
-        visit(key, lambda: "tape.gradients", "tape.gradients")
+        visit(key, lambda key=key: f"tape.gradients[{_described(key)}]", "tape.gradients")
     for name, array in params.items():
         visit(array, lambda name=name: name, "param")
 
     for buffer in found.values():
         buffer.aliases = list(dict.fromkeys(buffer.aliases))
     return Reachable(launches, plain, plain_grads, list(found.values()))
+
+
+def _described(array) -> str:
+    """An array nobody names (kept only by the tape, from an earlier recording): its shape and type."""
+    dtype = getattr(getattr(array, "dtype", None), "__name__", None) or "?"
+    return f"array of shape {tuple(getattr(array, 'shape', ()))}, {dtype}, from an earlier recording"
 
 
 def _suffix(label: Callable[[], str], text: str) -> Callable[[], str]:
