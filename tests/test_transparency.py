@@ -69,7 +69,8 @@ def _newton_test(name: str) -> Program:
 FLUID = "--num-frames 4 --train-iters 2 --pressure-iterations 4"
 
 PROGRAMS = [
-    # zero audit of record_func backwards with shared scratch, grads= seeds, struct and nested-struct tapes
+    # record_func backwards with shared scratch and gradients seeded by hand after tape.zero() (x.grad.fill_ before
+    # the next backward: no zero-audit finding), grads= seeds, struct and nested-struct tapes
     _warp_test("test_tape"),
     _warp_test("test_grad"),
     _warp_test("test_grad_customs"),
@@ -83,10 +84,10 @@ PROGRAMS = [
     _warp_test("test_adam"),
     # info only: NaN gradients on purpose (the forward is NaN too)
     _warp_test("test_grad_debug"),
-    # FALSE today (zero-audit warning "a.grad nonzero after tape.zero() at test_overwrite.py:285"): the buffer is
-    # b.grad = ones seeded by tape1.backward(grads={b: ...}) in test_cross_tape_write_after_backward_limitation,
-    # whose tape and arrays die with that test; line 285 is tape.reset() of another tape in the next test, which
-    # never reached it, and names the new test's `a`.
+    # FALSE today (zero-audit warning "a.grad nonzero after tape.zero() at test_overwrite.py:285"): the buffers are
+    # a.grad = (2, 4, 6) and the seeded b.grad = ones that tape1.backward(grads={b: ...}) left in
+    # test_cross_tape_write_after_backward_limitation, whose tape and arrays die with that test; line 285 is
+    # tape.reset() of a new tape in test_in_place_operators, which never reached them, and no backward ever will.
     _warp_test("test_overwrite"),
     # FALSE today (3 stale-adjoint errors, vec_holder/alias_holder/mat_holder.values.grad "the new .grad stays
     # zero"): test_struct_field_array_composite_slot_write assigns values.grad = seed after recording a component
