@@ -4,8 +4,13 @@ P1  full diagnostics (runner + checks) vs a bare forward+backward loop, cartpole
     20 passes, same process, same scenario object; goal <= 1.10x.
 P3  wall time of `gradcheck --help` and `gradcheck list` (fresh processes); goal <= 0.3 s for list.
 P4  warm end-to-end `gradcheck run cartpole` (fresh process, warm kernel cache).
+E3  `gradcheck exec` on a 1,024-element fit loop (bench/programs/fit_loop.py) at 10^3 and 10^4 backwards vs plain
+    python: time ratio, extra peak RSS, report bytes, and their growth from 10^3 to 10^4; goal <= 1.3x, flat.
+E4  `gradcheck exec` on 300 backwards of a tiny kernel (bench/programs/small_kernel_300.py); goal <= 1.3x.
+E5  `gradcheck exec` on Newton's diffsim examples long enough to run >= 5 s; goal <= 1.15x.
 
 Usage: python bench/run_bench.py [--output BENCHMARKS.md] [--rounds 3] [--device cpu]
+       python bench/run_bench.py --only E3,E4,E5   (those rows alone, printed as a short table)
 """
 
 from __future__ import annotations
@@ -274,12 +279,213 @@ def wall(cmd: list[str], repeat: int) -> float:
     return statistics.median(times)
 
 
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+FIT_SIZES = (1000, 10000)
+# example → its arguments. A training iteration is a step; the null viewer counts frames, and these examples render
+# (sim_steps + 1 frames) only every 16th (ball: 37 frames) or 4th (cloth: 121 frames) iteration, so --num-frames up to
+# 37 (121) is one training iteration and 38 (122) is 16 (4): on CPU ~19 s and ~57 s of plain python.
+DIFFSIM = {
+    "diffsim_ball": ["--num-frames", "38"],
+    "diffsim_cloth": ["--num-frames", "122"],
+}
+
+
+def child(command: list[str]) -> dict:
+    """One fresh process: wall seconds, CPU seconds (user + system), peak RSS (MiB) and exit status, from getrusage
+    of the children of a probe process (so the probe's own time and memory are not counted). CPU time is what the
+    ratios use: on a shared 2-core machine another process's load stretches wall time, not CPU time."""
+    probe = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(time.perf_counter() - t, u.ru_utime + u.ru_stime, u.ru_maxrss, r.returncode)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True, cwd=ROOT)
+    seconds, cpu, rss, status = out.stdout.split()
+    return {"s": float(seconds), "cpu": float(cpu), "mib": int(rss) / 1024, "status": int(status)}
+
+
+def exec_pair(program: list[str], report: Path) -> dict:
+    """The program under plain python and under `gradcheck exec --format json --output REPORT`, back to back:
+    {"python": child, "exec": child + report bytes and findings, "ratio", "extra_mib"}."""
+    import json
+
+    plain = child([sys.executable, *program])
+    report.unlink(missing_ok=True)
+    audited = child([sys.executable, "-m", "gradcheck", "exec", "--format", "json", "--output", str(report), *program])
+    audited["bytes"] = report.stat().st_size if report.exists() else 0
+    try:
+        found = json.loads(report.read_text(encoding="utf-8"))["scenarios"][0]["findings"]
+        audited["findings"] = sorted({f.get("check", "?") for f in found}) if found else []
+    except (OSError, ValueError, KeyError, IndexError):
+        audited["findings"] = ["(no report)"]
+    return {
+        "python": plain,
+        "exec": audited,
+        "ratio": audited["cpu"] / plain["cpu"],
+        "wall_ratio": audited["s"] / plain["s"],
+        "extra_mib": audited["mib"] - plain["mib"],
+    }
+
+
+def median_pair(program: list[str], report: Path, rounds: int) -> dict:
+    """``rounds`` pairs (python, exec alternating, so drifts of the machine cancel in the ratio); the median pair by
+    ratio, with every ratio."""
+    pairs = sorted((exec_pair(program, report) for _ in range(max(rounds, 1))), key=lambda p: p["ratio"])
+    chosen = dict(pairs[len(pairs) // 2])
+    chosen["rounds"] = [p["ratio"] for p in pairs]
+    return chosen
+
+
+def warm(program: list[str], report: Path) -> None:
+    """One unmeasured run of each (the kernel cache is loaded; first-run compiles are not timed)."""
+    exec_pair(program, report)
+
+
+def fit_loop(rounds: int, sizes=FIT_SIZES) -> dict:
+    """E3: the fit loop at each size; growth of exec's extra memory and report bytes from the first to the last."""
+    import tempfile
+
+    report = Path(tempfile.gettempdir()) / "gradcheck-bench-e3.json"
+    program = [str(PROGRAMS / "fit_loop.py"), "--iters"]
+    warm([*program, "10"], report)
+    rows = {n: median_pair([*program, str(n)], report, rounds) for n in sizes}
+    first, last = rows[sizes[0]], rows[sizes[-1]]
+    span = sizes[-1] - sizes[0]
+    per = {k: 1000 * (last[k]["cpu"] - first[k]["cpu"]) / span for k in ("python", "exec")}
+    return {
+        "rows": rows,
+        "memory_growth": max(last["extra_mib"], 1.0) / max(first["extra_mib"], 1.0),  # 1 MiB floor: RSS noise
+        "report_growth": last["exec"]["bytes"] / max(first["exec"]["bytes"], 1),
+        "per_backward_ms": per,
+    }
+
+
+def small_kernel(rounds: int) -> dict:
+    """E4: 300 backwards of a tiny kernel, whole process."""
+    import tempfile
+
+    report = Path(tempfile.gettempdir()) / "gradcheck-bench-e4.json"
+    program = [str(PROGRAMS / "small_kernel_300.py")]
+    warm(program, report)
+    return median_pair(program, report, rounds)
+
+
+def diffsim(rounds: int) -> dict:
+    """E5: each of DIFFSIM's examples, whole process, warm cache."""
+    import tempfile
+
+    out = {}
+    for example, extra in DIFFSIM.items():
+        report = Path(tempfile.gettempdir()) / f"gradcheck-bench-e5-{example}.json"
+        program = ["-m", "newton.examples", example, "--viewer", "null", "--device", "cpu", *extra]
+        warm([*program[:-2], "--num-frames", "1"] if extra[:1] == ["--num-frames"] else program, report)
+        out[example] = median_pair(program, report, rounds)
+    return out
+
+
+def _pair_text(r: dict) -> str:
+    e, p = r["exec"], r["python"]
+    findings = ", ".join(e["findings"]) if e["findings"] else "none"
+    return (
+        f"**{r['ratio']:.2f}×** CPU time ({e['cpu']:.2f} s vs {p['cpu']:.2f} s; rounds "
+        f"{', '.join(f'{x:.2f}' for x in r['rounds'])}; wall {r['wall_ratio']:.2f}×, {e['s']:.2f} s vs {p['s']:.2f} s); "
+        f"extra peak RSS {r['extra_mib']:.0f} MiB ({e['mib']:.0f} vs {p['mib']:.0f} MiB); report {e['bytes'] / 1024:.1f} KiB; "
+        f"findings: {findings}"
+    )
+
+
+def flat_rows(r: dict) -> str:
+    """E3, E4, E5 (whichever were measured)."""
+    rows = []
+    if "e3" in r:
+        e3 = r["e3"]
+        for n, row in e3["rows"].items():
+            rows.append(
+                f"| E3 | `gradcheck exec` vs python on a 1,024-element fit loop (`bench/programs/fit_loop.py`: fresh "
+                f"loss array and tape an iteration, SGD outside the tape, `tape.zero()`), {n:,} backwards | "
+                f"{_pair_text(row)} | ≤ 1.3× | {ok(row['ratio'] <= 1.3)} |"
+            )
+        first, last = list(e3["rows"])[0], list(e3["rows"])[-1]
+        p = e3["per_backward_ms"]
+        rows.append(
+            f"| E3 | the same, growth from {first:,} to {last:,} backwards: exec's extra peak RSS and report bytes | "
+            f"**{e3['memory_growth']:.2f}× memory, {e3['report_growth']:.2f}× report** (per backward after the first "
+            f"{first:,}: exec {p['exec']:.3f} ms vs python {p['python']:.3f} ms of CPU) | ≤ 1.5× each | "
+            f"{ok(e3['memory_growth'] <= 1.5 and e3['report_growth'] <= 1.5)} |"
+        )
+    if "e4" in r:
+        rows.append(
+            f"| E4 | `gradcheck exec` vs python on 300 backwards of a tiny kernel (`bench/programs/small_kernel_300.py`"
+            f", whole process) | {_pair_text(r['e4'])} | ≤ 1.3× | {ok(r['e4']['ratio'] <= 1.3)} |"
+        )
+    for example, row in r.get("e5", {}).items():
+        rows.append(
+            f"| E5 | `gradcheck exec` vs `python -m newton.examples {example} --viewer null --device cpu "
+            f"{' '.join(DIFFSIM[example])}` (whole process, warm cache) | {_pair_text(row)} | ≤ 1.15× | "
+            f"{ok(row['ratio'] <= 1.15)} |"
+        )
+    return "\n".join(rows)
+
+
+ONLY = ("E1", "E2", "E3", "E4", "E5")
+
+
+def only(ids: list[str], args) -> str:
+    """The rows ``ids`` alone, measured and printed as a short table (no other benchmark runs)."""
+    import newton
+    import warp as wp
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    results: dict = {}
+    if "E3" in ids:
+        results["e3"] = fit_loop(args.long_rounds, tuple(args.fit_sizes))
+    if "E4" in ids:
+        results["e4"] = small_kernel(args.rounds)
+    if "E5" in ids:
+        results["e5"] = diffsim(args.long_rounds)
+    rows = [flat_rows(results)] if results else []
+    if "E1" in ids:
+        import exec_overhead
+
+        e1 = exec_overhead.measure(rounds=args.rounds)
+        rows.insert(0, f"| E1 | `gradcheck exec` on `diffsim_ball --num-frames 3` vs plain python | **{e1['ratio']:.3f}×** "
+                       f"({e1['exec']:.2f} s vs {e1['python']:.2f} s) | ≤ 1.5× | {ok(e1['ratio'] <= 1.5)} |")  # fmt: skip
+    if "E2" in ids:
+        import long_training
+
+        rows.insert(1 if "E1" in ids else 0, long_rows(long_training.measure((1000, 10000))))
+    return (
+        f"Measured {datetime.date.today().isoformat()} with `python bench/run_bench.py --only {','.join(ids)}`, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, warp-lang {wp.__version__}, newton "
+        f"{newton.__version__}; rounds {args.rounds} (E4), {args.long_rounds} (E3, E5).\n\n"
+        "| id | what | measured | goal | status |\n|----|------|----------|------|--------|\n" + "\n".join(rows) + "\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default=None, help="write the results as Markdown to this file")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--only", default=None, metavar="IDS", help=f"comma-separated rows to measure alone, of {', '.join(ONLY)}"
+    )
+    parser.add_argument("--long-rounds", type=int, default=1, help="rounds of the long rows (E3, E5)")
+    parser.add_argument(
+        "--fit-sizes", type=lambda t: [int(x) for x in t.split(",")], default=list(FIT_SIZES), help="E3's sizes"
+    )
     args = parser.parse_args()
+    if args.only:
+        ids = [x.strip().upper() for x in args.only.split(",") if x.strip()]
+        unknown = [x for x in ids if x not in ONLY]
+        if unknown:
+            parser.error(f"--only: unknown rows {unknown}; choose from {', '.join(ONLY)}")
+        text = only(ids, args)
+        print(text)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+        return
 
     gradcheck = [sys.executable, "-m", "gradcheck"]
     results = {
@@ -300,6 +506,9 @@ def main() -> None:
     results["differential"] = differential.measure(rounds=args.rounds)
     results["e1"] = exec_overhead.measure(rounds=args.rounds)
     results["e2"] = long_training.measure((1000, 10000, 100000))
+    results["e3"] = fit_loop(args.long_rounds)
+    results["e4"] = small_kernel(args.rounds)
+    results["e5"] = diffsim(args.long_rounds)
     text = render(results, args)
     print(text)
     if args.output:
@@ -371,6 +580,7 @@ two timings taken in the same run.
 {differential_rows(r["differential"])}
 | E1 | `gradcheck exec` on Newton's unmodified `diffsim_ball` (`--viewer null --num-frames 3 --device cpu`) vs plain `python -m`, whole process, warm cache | **{r["e1"]["ratio"]:.3f}×** ({r["e1"]["exec"]:.2f} s vs {r["e1"]["python"]:.2f} s; rounds {", ".join(f"{x:.3f}" for x in r["e1"]["rounds"])}) | ≤ 1.5× | {ok(r["e1"]["ratio"] <= 1.5)} |
 {long_rows(r["e2"])}
+{flat_rows(r)}
 | S1 | struct audit (tape scan + scenario walk + mirror/record checks) over {r["s1"]["fields"]:,} struct array fields and a tape of {r["s1"]["launches"]:,} launches | {r["s1"]["seconds"]:.3f} s | < 0.5 s | {ok(r["s1"]["seconds"] < 0.5)} |
 | P3 | `gradcheck --help` wall time (new process) | {r["help"]:.3f} s | instant | — |
 | P3 | `gradcheck list` wall time (new process, no Warp import) | {r["list"]:.3f} s | ≤ 0.3 s | {ok(r["list"] <= 0.3)} |
