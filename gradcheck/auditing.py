@@ -30,8 +30,7 @@ class Audit:
         self.report: Report | None = None
 
     def __enter__(self) -> Audit:
-        from gradcheck.engine.program_audit import ProgramAudit
-        from gradcheck.observe.program_roots import stack_roots
+        from gradcheck.engine.program_audit import ProgramAudit, stack_roots
 
         self._audit = ProgramAudit(stack_roots, params=self._params, stop_on_dangling=not self._keep_going)
         self._audit.__enter__()

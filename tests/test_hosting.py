@@ -413,9 +413,6 @@ CASES = [
         "warp-left-chatty",
         WARP_FORK.replace("wp.config.log_level = wp.LOG_WARNING", "").split("pid = os.fork()")[0],
         expect=b"parent [2.0, 4.0]",
-        known="gradcheck's statistics kernels load with Warp's module-load line on the program's stdout "
-        "(Module gradcheck_stats_... load on device 'cpu') when the program leaves Warp's log level at info: "
-        "gradcheck/probes, not hosting",
     ),
     _case("fork-of-a-warp-program", WARP_FORK, report="stdout", expect=b"child [2.0, 4.0] [2.0, 4.0]\nchild status 0"),
     _case(
@@ -872,3 +869,20 @@ def test_the_battery_is_large_and_every_case_checks_something_of_its_own_or_prin
     assert set(SPECIFIC) <= {c.name for c in CASES}
     for case in CASES:
         assert case.name in SPECIFIC or case.expect or case.files, case.name
+
+
+def test_the_files_of_a_module_in_a_namespace_package_are_found_without_importing(tmp_path, monkeypatch):
+    """``-m pkg.sub.mod`` where ``pkg`` has no ``__init__.py`` (a namespace package): the lookup of the files a
+    report must not overwrite raised KeyError for every ``-m warp.examples.*`` program (the path finder hands a
+    namespace package's folders out only through its parent in sys.modules), so nothing ran."""
+    from gradcheck.engine.program_files import program_inputs
+
+    (tmp_path / "space" / "inner").mkdir(parents=True)
+    (tmp_path / "space" / "inner" / "__init__.py").write_text("")
+    (tmp_path / "space" / "inner" / "job.py").write_text("print('job')\n")
+    monkeypatch.chdir(tmp_path)
+    assert program_inputs("space.inner.job", True) == [
+        tmp_path / "space" / "inner" / "__init__.py",
+        tmp_path / "space" / "inner" / "job.py",
+    ]
+    assert program_inputs("space.nothing", True) == []

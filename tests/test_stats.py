@@ -146,3 +146,20 @@ def test_cuda_row_layout_reads_interleaved_values_and_gives_the_same_statistics(
             assert (x is None and y is None) or math.isclose(x, y, rel_tol=1e-12) or (math.isnan(x) and math.isnan(y))
     finite = values[np.isfinite(values)].astype(np.float64)
     assert math.isclose(interleaved[0].sumsq, float(finite @ finite), rel_tol=1e-9)
+
+
+def test_a_plan_repoints_its_rows_when_only_the_buffers_moved():
+    """A fresh loss array every step (same shapes, new pointers): the rows are rewritten in place, not rebuilt,
+    and the statistics are those of the new buffers."""
+    plan = StatsPlan(shortcuts=False)
+    x = wp.array(np.arange(1, 65, dtype=np.float32), dtype=float)
+    plan.table([x, wp.array([3.0], dtype=float)])
+    launches = plan._launches
+    for step in range(3):
+        loss = wp.array([float(step) - 1.5], dtype=float)
+        rows = plan.table([x, loss]).rows()
+        assert plan._launches is launches
+        assert rows[1].max_abs == pytest.approx(abs(step - 1.5)) and rows[1].nonzero == 1
+        assert rows[0].sumsq == pytest.approx(float(np.sum(np.arange(1, 65, dtype=np.float64) ** 2)))
+    longer = wp.zeros(3, dtype=float)
+    assert plan.table([x, longer]).rows()[1].size == 3 and plan._launches is not launches

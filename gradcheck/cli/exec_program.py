@@ -69,7 +69,7 @@ def exec_program(
 
 def _checked(program: list[str], module: str | None, output: Path | None) -> tuple[str, Path | None]:
     """The target, and --output made absolute (the program may chdir); every usage error before anything runs."""
-    from gradcheck.engine.hosting import program_inputs
+    from gradcheck.engine.program_files import program_inputs
 
     if module is None and not program:
         raise UsageError("give the program to run: gradcheck exec script.py [ARGS...] or -m module [ARGS...]")

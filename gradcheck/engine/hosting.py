@@ -33,7 +33,6 @@ import threading
 import time
 import types
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -196,35 +195,6 @@ def program_path0(target: str, module: bool) -> str | None:
     if _importable(target):
         return python_abspath(target)
     return os.path.dirname(os.path.realpath(python_abspath(target)))
-
-
-def program_inputs(target: str, module: bool) -> list[Path]:
-    """The source files ``python`` would run for this program, found without importing anything: a report must
-    never overwrite one. For ``-m``, each package's ``__init__`` on the way and the module (a package's
-    ``__main__``), looked up as python -m would, with ``program_path0`` first on the path."""
-    from importlib.machinery import PathFinder
-
-    if not module:
-        main = Path(target) / "__main__.py"
-        return [Path(target), main] if main.is_file() else [Path(target)]
-    path0 = program_path0(target, module)
-    search: list[str] | None = ([path0] if path0 is not None else []) + sys.path[1 if path0 is not None else 0 :]
-    found, spec, name = [], None, ""
-    for part in target.split("."):
-        if search is None:  # a dotted name below a plain module: python fails, there is no file to protect
-            return found
-        name = f"{name}.{part}" if name else part
-        spec = PathFinder.find_spec(name, list(search))
-        if spec is None:
-            return found
-        if spec.has_location and spec.origin:
-            found.append(Path(spec.origin))
-        search = spec.submodule_search_locations
-    if spec is not None and spec.submodule_search_locations is not None:
-        main = PathFinder.find_spec(f"{target}.__main__", list(spec.submodule_search_locations))
-        if main is not None and main.has_location and main.origin:
-            found.append(Path(main.origin))
-    return found
 
 
 def after_import(name: str, callback):

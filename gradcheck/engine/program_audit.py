@@ -138,8 +138,11 @@ class ProgramAudit:
     ``roots()`` returns {name: object} where the program keeps its state (for names); ``params``: arrays the caller
     declares as parameters ({key: array}), judged as a scenario's params() are."""
 
-    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False):
+    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None):
+        from gradcheck.observe.cadence import Cadence
+
         self._roots, self._params, self._stop = roots, params, stop_on_dangling
+        self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
         self._trace = None
@@ -156,6 +159,7 @@ class ProgramAudit:
             stop_on_dangling=self._stop,
             auto_iterations=True,
             fixed_params=False,
+            cadence=self._cadence,
         )
         if self._params:
             self.observer.declare(dict(self._params))
@@ -205,6 +209,12 @@ class ProgramAudit:
             )
         if not observer.backwards:
             notes.append("the program never called tape.backward: nothing to audit")
+        if observer.audited < observer.backwards:
+            cadence = observer.cadence
+            notes.append(
+                f"{observer.audited} of {observer.backwards} backwards audited in full: the first {cadence.first}, "
+                f"then every {cadence.every}th and the one after it (--audit-every 1 audits every backward)"
+            )
         notes.extend(observer.notes)
         fields.setdefault("device", trace.device)
         return verdict.result(trace, verdict.judge(trace, checks), notes=tuple(notes), **fields)

@@ -30,6 +30,7 @@ def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioRes
         fd=_fd_summary(trace),
         blame=_blame_summary(trace),
         unit=trace.unit,
+        sampling=trace.sampling,
         **fields,
     )
 

@@ -155,6 +155,8 @@ class ScenarioResult:
     blame: BlameSummary | None = None  # per-launch adjoint test, when it ran
     label: str | None = None  # the job's name when it is not the scenario's (gradcheck ci: the config entry)
     unit: str = "pass"  # what ``passes`` counts: "pass" (gradcheck run) or "backward" (a program under exec)
+    # a long program audited by a cadence: {"first", "every", "backwards", "audited"}; None: every backward was
+    sampling: Mapping[str, int] | None = None
 
     @property
     def status(self) -> str:
@@ -175,25 +177,29 @@ class ScenarioResult:
 
     def to_dict(self) -> dict:
         label = {"label": self.label} if self.label is not None else {}
-        return label | {
-            "name": self.name,
-            "spec": self.spec,
-            "fault": self.fault,
-            "device": self.device,
-            "options": dict(self.options),
-            "status": self.status,
-            "error": self.error,
-            "passes": self.passes,
-            "unit": self.unit,
-            "seconds": round(self.seconds, 3),
-            "losses": [_json_float(x) for x in self.losses],
-            "notes": list(self.notes),
-            "clip": self.clip.to_dict() if self.clip else None,
-            "fd": self.fd.to_dict() if self.fd else None,
-            "blame": self.blame.to_dict() if self.blame else None,
-            "params": [p.to_dict() for p in self.params],
-            "findings": [f.to_dict() for f in self.findings],
-        }
+        return (
+            label
+            | {
+                "name": self.name,
+                "spec": self.spec,
+                "fault": self.fault,
+                "device": self.device,
+                "options": dict(self.options),
+                "status": self.status,
+                "error": self.error,
+                "passes": self.passes,
+                "unit": self.unit,
+                "seconds": round(self.seconds, 3),
+                "losses": [_json_float(x) for x in self.losses],
+                "notes": list(self.notes),
+                "clip": self.clip.to_dict() if self.clip else None,
+                "fd": self.fd.to_dict() if self.fd else None,
+                "blame": self.blame.to_dict() if self.blame else None,
+                "params": [p.to_dict() for p in self.params],
+                "findings": [f.to_dict() for f in self.findings],
+            }
+            | ({"sampling": dict(self.sampling)} if self.sampling is not None else {})
+        )
 
 
 @dataclass(frozen=True)

@@ -350,6 +350,9 @@ class Trace:
     backwards: int = 0  # tape.backward calls (and graph replays) observed
     iterations: int = 0  # passes, or backwards of a program: ≥ len(passes) when a long run kept only some records
     internal_errors: tuple[InternalError, ...] = ()  # probes of gradcheck's own that failed on this program
+    # a long program's backwards audited in full only by a cadence (gradcheck.observe.cadence): first, every,
+    # backwards, audited; None when every backward was
+    sampling: Mapping[str, int] | None = None
 
     @property
     def loss_repeats(self) -> bool:

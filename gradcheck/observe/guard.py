@@ -37,10 +37,14 @@ class Guarded:
     @contextlib.contextmanager
     def _guard(self, component: str):
         """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
-        program's (a DanglingAdjointStop and the user's Ctrl-C go through)."""
+        program's (a DanglingAdjointStop and the user's Ctrl-C go through). Warp's own chatter (loading gradcheck's
+        kernels) is kept off the program's stdout meanwhile."""
+        from gradcheck.probes.warp_compat.runtime import quiet
+
         self._depth += 1
         try:
-            yield
+            with quiet():
+                yield
         except DanglingAdjointStop:
             raise
         except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program

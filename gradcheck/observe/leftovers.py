@@ -100,6 +100,11 @@ class Leftovers:
         self.survivors, self._audited = kept, True
         return tuple(survivors), len(reach)
 
+    def forget(self) -> None:
+        """Backwards go unaudited from here (observe.cadence): nothing watched so far is judged against them."""
+        self._reach = self._left = self._zeroed = None
+        self.survivors, self._watched, self._audited = [], [], True
+
     def zeroed(self) -> None:
         """``tape.zero()`` just returned: what it left is read now. The audit itself waits for the end of the zero
         step (a program may zero the rest by hand after it), and then counts only buffers still holding exactly

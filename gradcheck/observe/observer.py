@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
+from gradcheck.observe.cadence import ALL, AuditWindows, Cadence
 from gradcheck.observe.gradient_use import GradientUse
 from gradcheck.observe.graphs import CapturedGraphs
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
@@ -44,13 +45,10 @@ from gradcheck.probes.liveness import LIVENESS, readable
 from gradcheck.probes.sites import caller_site, short
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 
-
-_NOT_READ = (
-    "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read again"
-)
+_NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
-class Observer(Guarded):
+class Observer(AuditWindows, Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
     def __init__(
@@ -64,6 +62,7 @@ class Observer(Guarded):
         fixed_params: bool = False,
         tolerance: float = 0.0,
         watch_inputs: bool = True,
+        cadence: Cadence = ALL,
     ):
         from gradcheck.probes.gradients import GradientReader
         from gradcheck.probes.tape_arguments import TapeArguments
@@ -85,7 +84,10 @@ class Observer(Guarded):
         self.graph_replays = 0
         self.audited_replays = 0
         self.notes: list[str] = []  # what the observer could not do, said in the report
-        self.after_backward: list = []  # driver callbacks after each audited backward (exec refreshes --output)
+        self.after_backward: list = []  # driver callbacks after each backward (exec refreshes --output)
+        # which backwards get the full evidence and how many did; the window since the last one is not audited;
+        # the hooks' switch (set while installed): launches and host reads watched or not (observe.cadence)
+        self.cadence, self.audited, self._light, self.launch_switch = cadence, 0, False, None
         self.no_backward_kernels: set[str] = set()
         self._it: Iteration | None = None
         self._recordings = 0
@@ -108,7 +110,11 @@ class Observer(Guarded):
         with observed(self):
             yield self
 
-    wants_launches = True  # launches are sorted out in on_launch (a forward launch with nothing to watch is cheap)
+    @property
+    def wants_launches(self) -> bool:
+        """Launches are sorted out in on_launch (a forward launch with nothing to watch is cheap); none at all
+        between backwards the cadence does not audit."""
+        return not self._light
 
     def declare(self, params: dict) -> None:
         """The driver's params, by key (a scenario's params())."""
@@ -184,14 +190,21 @@ class Observer(Guarded):
             "no_backward_kernels": tuple(sorted(self.no_backward_kernels)),
             "fixed_params": self.fixed_params,
             "backwards": self.backwards,
-            "iterations": self.log.iterations,
+            "iterations": self.backwards if self.auto_iterations else self.log.iterations,
+            "sampling": self.cadence.describe(self.backwards, self.audited) if self.audited < self.backwards else None,
             "internal_errors": tuple(self.internal_errors),
         }
 
     # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
+        if not self.cadence.full(self.backwards + 1):
+            if not self._light and not capturing():
+                with self._guard("iteration"):
+                    self._go_light()
+            return
         if capturing():
             return
+        self._arm()
         with self._guard("recording"):
             self._flush_zero()
             self._recordings += 1
@@ -202,6 +215,8 @@ class Observer(Guarded):
     def on_tape_exit(self, tape) -> None:
         if capturing():  # its launches run in the graph, where Python sees none: replayed from copies later
             self.graphs.recorded_tape(tape)
+            return
+        if self._light and not self.cadence.full(self.backwards + 1):
             return
         with self._guard("recording"):
             from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
@@ -225,6 +240,8 @@ class Observer(Guarded):
                 self._inputs[id(tape)] = (tape, InputWatch(tape))
 
     def on_launch(self, call, run):
+        if self._light:
+            return run()
         recording = active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
         if recording is not None and tape_watch is None and not self.use.active:
@@ -252,6 +269,10 @@ class Observer(Guarded):
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
+        if not self.cadence.full(self.backwards + 1) and self._stays_light(tape):
+            return self._light_backward(run)
+        self._arm()
+        self.audited += 1
         skipped = None
         with self._guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
             skipped = self._before_backward(tape, loss, grads)
@@ -272,7 +293,7 @@ class Observer(Guarded):
         return result
 
     def on_zero(self, tape, run):
-        if capturing():
+        if self._light or capturing():
             return run()
         self._depth += 1
         try:
@@ -328,7 +349,7 @@ class Observer(Guarded):
         return watch.results(self.names.label)
 
     def on_host_read(self, array) -> None:
-        if self.use.active and not capturing():
+        if self.use.active and not self._light and not capturing():
             with self._guard("host read"):
                 self.use.read(array)
 
@@ -401,7 +422,7 @@ class Observer(Guarded):
         it.launches = len(tape.launches)
         measured = {k: a for k, a in self.book.measured().items() if a.grad is None or readable(a.grad)}
         with self._guard("gradients"):
-            it.loss = _scalar(loss) if loss is not None else it.loss
+            it.loss = values.scalar(loss) if loss is not None else it.loss
             it.stats = self.reader.measure(measured)
             produced = [
                 (a.grad, a, it.stats[k].checksum, self.names.gradient_subject(a), it.stats[k].norm)
@@ -492,22 +513,7 @@ class Observer(Guarded):
                 described[key] = (
                     self.names.gradient_subject(array),
                     tuple(array.shape),
-                    _dtype_name(array.dtype),
+                    values.dtype_name(array.dtype),
                     norms.get(id(array), float("nan")),
                 )
         return samples, described
-
-    # -- helpers --------------------------------------------------------------------------------------------------
-
-
-def _scalar(loss) -> float | None:
-    try:
-        if loss is not None and loss.size == 1:
-            return float(loss.numpy().reshape(-1)[0])
-    except Exception:  # noqa: BLE001 - a loss of a type gradcheck cannot read is not reported
-        return None
-    return None
-
-
-def _dtype_name(dtype) -> str:
-    return getattr(dtype, "__name__", None) or str(dtype)

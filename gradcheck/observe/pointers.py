@@ -9,6 +9,11 @@ class PointerWatch:
         self.names, self.ledger = names, ledger
         self._watch_held: bool | None = None  # decided on the first backward: audit the structs the program holds?
 
+    @property
+    def watching(self) -> bool:
+        """The program holds structs whose pointers matter (decided on the first backward)."""
+        return bool(self._watch_held)
+
     def audit(self, struct_roots: list, first: bool) -> list:
         """Stale and dangling pointers in the structs the tape uses and, when they matter, the program's own."""
         from gradcheck.probes.struct_audit import StructAuditor, gradient_relevant, is_struct_array

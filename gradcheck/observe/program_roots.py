@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from gradcheck.probes.sites import program_frames
+
 
 def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
     """Where the program keeps its state right now, in the order names are taken from: first the program's own
@@ -17,14 +19,9 @@ def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
 
     main = sys.modules.get("__main__")
     groups = [dict(getattr(main, "__dict__", {}) or {})]
-    frames = []
-    frame = inspect.currentframe()
-    while frame is not None:
-        if (frame.f_globals.get("__name__", "") or "").split(".")[0] not in ("gradcheck", "warp", "runpy"):
-            frames.append(frame)
-        frame = frame.f_back
+    frames = list(program_frames(inspect.currentframe()))
     groups += [dict(f.f_locals) for f in reversed(frames)]
-    del frames, frame
+    del frames
     seen: set[int] = set()
     mine: dict = {}
     for group in groups:

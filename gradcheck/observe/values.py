@@ -60,3 +60,16 @@ def norms(arrays, device=None) -> dict[int, float]:
 
     floats = [a for a in arrays if is_float_array(a) and readable(a)]
     return {id(a): s.norm for a, s in zip(floats, gradient_stats(floats, device=device))} if floats else {}
+
+
+def scalar(loss) -> float | None:
+    try:
+        if loss is not None and loss.size == 1:
+            return float(loss.numpy().reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a loss of a type gradcheck cannot read is not reported
+        return None
+    return None
+
+
+def dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)

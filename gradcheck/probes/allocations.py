@@ -48,9 +48,8 @@ class AllocationLedger:
     def install(self) -> AllocationLedger:
         """Wrap every device's allocators, now if Warp is initialised, else when the program initialises it
         (gradcheck never initialises Warp on a program's behalf: allocators exist only from then on anyway)."""
-        from gradcheck.probes.warp_compat.runtime import when_initialised
-
         from gradcheck.probes import liveness
+        from gradcheck.probes.warp_compat.runtime import when_initialised
 
         self.active = True
         self._restore.append(when_initialised(self._wrap_allocators))

@@ -45,15 +45,9 @@ class LaunchRecorder:
     def recorded_func(self, index: int, arrays) -> None:
         """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
         are kept here per entry, with the first call site outside Warp."""
-        import inspect
+        from gradcheck.probes.sites import caller_site
 
-        frame = inspect.currentframe().f_back
-        while frame is not None and (
-            frame.f_globals.get("__name__", "").split(".")[0] == "warp" or frame.f_globals.get("__name__") == __name__
-        ):
-            frame = frame.f_back
-        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else None
-        self.functions[index] = (list(arrays), where)
+        self.functions[index] = (list(arrays), caller_site())
 
     def before(self, kernel, dim, inputs, outputs, options) -> None:
         import warp as wp

@@ -127,6 +127,7 @@ class StatsPlan:
         self._reference_stats: dict = {}  # id(reference) → (reference, its GradStats)
         self._last = None  # (buffers, references, device) of the last call, when its rows can be reused as built
         self._device_plans: dict[str, StatsPlan] = {}  # device → plan, for buffers on several devices
+        self._layout_key = None  # the rows' layout (owners, lengths, offsets) the launches were built for
 
     def table(self, buffers: list, references: list | None = None, device=None) -> StatsTable:
         import numpy as np
@@ -274,6 +275,16 @@ class StatsPlan:
             return GradStats(buffer.size * scalars_per_element(buffer.dtype), 0.0, 0.0, 0, 0, 0, 0)
         return None
 
+    def _repoint(self, groups: dict) -> bool:
+        """Only the pointers moved (a fresh loss array each step, the same shapes): the rows are rewritten in place
+        instead of allocating the plan's ten arrays again, which cost more than the statistics themselves."""
+        if len(groups) != len(self._launches):
+            return False
+        for (_scalar, rows), (_kernel, inputs, _outputs, _owner, _starts) in zip(groups.items(), self._launches):
+            _write(inputs[0], rows[1])
+            _write(inputs[1], rows[2])
+        return True
+
     def _build(self, buffers, references, device) -> None:
         import numpy as np
         import warp as wp
@@ -313,6 +324,11 @@ class StatsPlan:
                 rows[3].append(len(range(start, total, stride)) if interleave else min(chunk, total - start))
                 rows[4].append(start)
                 rows[5].append(stride)
+        layout_key = [(s, device, *map(tuple, (r[0], r[3], r[4], r[5]))) for s, r in groups.items()]
+        if layout_key == self._layout_key and self._repoint(groups):
+            self._sizes = sizes
+            return
+        self._layout_key = layout_key
         self._launches = []
         for scalar, (owner, ptrs, ref_ptrs, lengths, offsets, strides) in groups.items():
             count = len(owner)
@@ -330,6 +346,17 @@ class StatsPlan:
                 (stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts)
             )
         self._sizes = sizes
+
+
+def _write(array, values) -> None:
+    """Overwrite a plan's row column in place: through a view on the CPU, one copy to a GPU."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=array.numpy().dtype if array.device.is_cpu else np.uint64)
+    if array.device.is_cpu:
+        array.numpy()[:] = data
+    else:
+        array.assign(data)
 
 
 def _devices(buffers: list, references: list):

@@ -120,25 +120,58 @@ def observed(events):
     capture_end = getattr(wp, "capture_end", None)
     for name, wrapper in _tape_wrappers(events, tape_originals).items():
         setattr(wp.Tape, name, wrapper)
-    wp.launch = _watched(events, launches[0])
-    if module is not wp:
-        module.launch = wp.launch if launches[1] is launches[0] else _watched(events, launches[1])
+    watched = _watched(events, launches[0])
+    watched_pair = (watched, watched if launches[1] is launches[0] else _watched(events, launches[1]))
+    switch = LaunchSwitch(wp, module, launches, watched_pair, numpy, _read(events, numpy))
+    switch.on()
     if capture is not None:
         wp.capture_launch = _replayed(events, capture)
     if capture_end is not None:
         wp.capture_end = _captured(events, capture_end)
-    wp.array.numpy = _read(events, numpy)
+    events.launch_switch = switch
     try:
         yield
     finally:
         for name, original in tape_originals.items():
             setattr(wp.Tape, name, original)
-        wp.launch, module.launch = launches
+        switch.off()
         if capture is not None:
             wp.capture_launch = capture
         if capture_end is not None:
             wp.capture_end = capture_end
-        wp.array.numpy = numpy
+        events.launch_switch = None
+
+
+class LaunchSwitch:
+    """The launch and host-read hooks, on or off. Between backwards the observer does not audit
+    (gradcheck.observe.cadence), ``wp.launch`` and ``array.numpy`` are Warp's own again: a launch of a training
+    loop then costs what it costs under python, where the wrapper cost a few microseconds of Python each."""
+
+    def __init__(self, wp, module, originals, watched, numpy, read) -> None:
+        self._wp, self._module, self._originals, self._watched = wp, module, originals, watched
+        self._numpy, self._read = numpy, read
+        self.active = False
+
+    def on(self) -> None:
+        if not self.active:
+            self._set(self._watched, self._read)
+            self.active = True
+
+    def off(self) -> None:
+        if self.active:
+            self._set(self._originals, self._numpy)
+            self.active = False
+
+    def _set(self, launches, numpy) -> None:
+        # only where the value is still the one this switch put there: a program (or another tool) that replaced
+        # wp.launch since keeps its own
+        current = (self._wp.launch, self._module.launch)
+        expected = self._originals if launches is self._watched else self._watched
+        if current[0] is expected[0]:
+            self._wp.launch = launches[0]
+        if self._module is not self._wp and current[1] is expected[1]:
+            self._module.launch = launches[1]
+        self._wp.array.numpy = numpy
 
 
 def _tape_wrappers(events, originals: dict) -> dict:

@@ -1,0 +1,61 @@
+"""Captured graphs (``wp.ScopedCapture`` / ``wp.capture_launch``): what each replay of a graph runs again.
+
+While a graph is captured nothing runs: launches, copies and a backward are recorded into it. So the observer
+notes, per graph, the backward captured in it (each replay of that graph is a backward of its tape) and the
+tapes recorded in it (its forward, replayed from copies once for write-after-read). A graph with no backward
+captured in it (a forward-only capture, or the forward half of a program that captures the two apart) is no
+backward, however often it runs. Graphs are held here (not only their ids): a freed graph's id can be handed to
+the next graph Python makes, and a forward-only graph must never inherit a freed backward graph's entry.
+"""
+
+from __future__ import annotations
+
+MAX_FORWARDS = 16
+
+
+class CapturedGraphs:
+    def __init__(self) -> None:
+        self._backward = None  # (tape, loss, grads) of a backward being recorded into the capture under way
+        self._tapes: dict[int, object] = {}  # id(tape) → tape recorded in the capture under way
+        self._backwards: dict[int, tuple] = {}  # id(graph) → (graph, tape, loss, grads): what its replays run
+        self._forwards: dict[int, list] = {}  # id(graph) → [graph, its tapes, replays so far, the one due]
+
+    def recorded_backward(self, tape, loss, grads) -> None:
+        self._backward = (tape, loss, grads)
+
+    def recorded_tape(self, tape) -> None:
+        self._tapes[id(tape)] = tape
+
+    def ended(self, graph) -> None:
+        """A capture ended with ``graph``: what was recorded since it began belongs to it (and only to it)."""
+        backward, self._backward = self._backward, None
+        tapes, self._tapes = list(self._tapes.values()), {}
+        if graph is None:
+            return
+        self._backwards.pop(id(graph), None)
+        self._forwards.pop(id(graph), None)
+        if backward is not None:
+            self._backwards[id(graph)] = (graph, *backward)
+        if tapes:
+            # replayed before the graph's first run on CPU; on CUDA before its second (Observer._captured_forward_due)
+            due = 2 if getattr(getattr(graph, "device", None), "is_cuda", True) else 1
+            self._forwards[id(graph)] = [graph, tapes, 0, due]
+            while len(self._forwards) > MAX_FORWARDS:
+                self._forwards.pop(next(iter(self._forwards)))
+
+    def backward_of(self, graph) -> tuple | None:
+        """(tape, loss, grads) of the backward captured in ``graph``, or None: a replay of it is no backward."""
+        found = self._backwards.get(id(graph))
+        return found[1:] if found is not None and found[0] is graph else None
+
+    def forward_due(self, graph) -> list | None:
+        """The tapes of ``graph``'s forward when this replay is the one before which they are replayed, else None."""
+        forward = self._forwards.get(id(graph))
+        if forward is None or forward[0] is not graph:
+            return None
+        forward[2] += 1
+        return forward[1] if forward[2] == forward[3] else None
+
+    def ran_once(self) -> bool:
+        """A captured forward whose graph ran fewer times than its replay needed (CUDA: once)."""
+        return any(0 < replays < due for _graph, _tapes, replays, due in self._forwards.values())
