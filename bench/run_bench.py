@@ -317,8 +317,12 @@ def exec_pair(program: list[str], report: Path) -> dict:
     try:
         found = json.loads(report.read_text(encoding="utf-8"))["scenarios"][0]["findings"]
         audited["findings"] = sorted({f.get("check", "?") for f in found}) if found else []
+        audited["failed"] = None
     except (OSError, ValueError, KeyError, IndexError):
-        audited["findings"] = ["(no report)"]
+        audited["findings"] = []
+        audited["failed"] = f"exec failed: exit status {audited['status']}, no report"
+    if plain["status"] != 0:
+        audited["failed"] = f"the program failed under python: exit status {plain['status']}"
     return {
         "python": plain,
         "exec": audited,
@@ -386,6 +390,8 @@ def diffsim(rounds: int) -> dict:
 
 def _pair_text(r: dict) -> str:
     e, p = r["exec"], r["python"]
+    if e["failed"]:
+        return f"**{e['failed']}** (ran {e['s']:.2f} s vs python {p['s']:.2f} s)"
     findings = ", ".join(e["findings"]) if e["findings"] else "none"
     return (
         f"**{r['ratio']:.2f}×** CPU time ({e['cpu']:.2f} s vs {p['cpu']:.2f} s; rounds "
@@ -393,6 +399,10 @@ def _pair_text(r: dict) -> str:
         f"extra peak RSS {r['extra_mib']:.0f} MiB ({e['mib']:.0f} vs {p['mib']:.0f} MiB); report {e['bytes'] / 1024:.1f} KiB; "
         f"findings: {findings}"
     )
+
+
+def _status(r: dict, goal: float) -> str:
+    return "**error**" if r["exec"]["failed"] else ok(r["ratio"] <= goal)
 
 
 def flat_rows(r: dict) -> str:
@@ -404,7 +414,7 @@ def flat_rows(r: dict) -> str:
             rows.append(
                 f"| E3 | `gradcheck exec` vs python on a 1,024-element fit loop (`bench/programs/fit_loop.py`: fresh "
                 f"loss array and tape an iteration, SGD outside the tape, `tape.zero()`), {n:,} backwards | "
-                f"{_pair_text(row)} | ≤ 1.3× | {ok(row['ratio'] <= 1.3)} |"
+                f"{_pair_text(row)} | ≤ 1.3× | {_status(row, 1.3)} |"
             )
         first, last = list(e3["rows"])[0], list(e3["rows"])[-1]
         p = e3["per_backward_ms"]
@@ -412,18 +422,18 @@ def flat_rows(r: dict) -> str:
             f"| E3 | the same, growth from {first:,} to {last:,} backwards: exec's extra peak RSS and report bytes | "
             f"**{e3['memory_growth']:.2f}× memory, {e3['report_growth']:.2f}× report** (per backward after the first "
             f"{first:,}: exec {p['exec']:.3f} ms vs python {p['python']:.3f} ms of CPU) | ≤ 1.5× each | "
-            f"{ok(e3['memory_growth'] <= 1.5 and e3['report_growth'] <= 1.5)} |"
+            f"{'**error**' if any(row['exec']['failed'] for row in e3['rows'].values()) else ok(e3['memory_growth'] <= 1.5 and e3['report_growth'] <= 1.5)} |"
         )
     if "e4" in r:
         rows.append(
             f"| E4 | `gradcheck exec` vs python on 300 backwards of a tiny kernel (`bench/programs/small_kernel_300.py`"
-            f", whole process) | {_pair_text(r['e4'])} | ≤ 1.3× | {ok(r['e4']['ratio'] <= 1.3)} |"
+            f", whole process) | {_pair_text(r['e4'])} | ≤ 1.3× | {_status(r['e4'], 1.3)} |"
         )
     for example, row in r.get("e5", {}).items():
         rows.append(
             f"| E5 | `gradcheck exec` vs `python -m newton.examples {example} --viewer null --device cpu "
             f"{' '.join(DIFFSIM[example])}` (whole process, warm cache) | {_pair_text(row)} | ≤ 1.15× | "
-            f"{ok(row['ratio'] <= 1.15)} |"
+            f"{_status(row, 1.15)} |"
         )
     return "\n".join(rows)
 
