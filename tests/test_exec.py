@@ -328,3 +328,32 @@ def test_a_unittest_module_is_named_from_its_own_frames(mistake):
     assert not any(s.startswith("array#") for s in subjects), subjects
     sites = [f.evidence.get("site") for f in result.findings if f.evidence.get("site")]
     assert sites and all(s.startswith(UNITTEST_MODULE + ":") for s in sites), sites
+
+
+LONG_FIT = str(TESTS / "programs" / "exec" / "long_fit.py")
+
+
+@pytest.mark.parametrize(
+    ("args", "cadence", "expected"),
+    [
+        (("--iters", "400"), None, []),
+        # forgotten from backward 200: after the first 64, the pairs audited are (192, 193), (320, 321): 320
+        (("--iters", "400", "--forget-zero-from", "200"), None, [("accumulation", "x.grad", 321)]),
+        # every backward audited: found at the second backward without a zero step before it
+        (("--iters", "400", "--forget-zero-from", "200"), (64, 1), [("accumulation", "x.grad", 201)]),
+        (("--iters", "400", "--forget-zero-from", "10"), None, [("accumulation", "x.grad", 11)]),
+    ],
+)
+def test_a_long_program_is_audited_in_sampled_pairs(args, cadence, expected):
+    """Cost flat in training length: the first 64 backwards in full, then every 128th and the one after it. A
+    mistake that persists is found at the first audited pair after it starts; a correct loop stays clean."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(LONG_FIT, list(args), cadence=cadence)
+    assert run.status in (None, 0), run.error
+    assert [(f.check, f.subject, _first(f)) for f in result.findings if f.severity.label == "error"] == expected
+    assert result.passes == 400
+    if cadence == (64, 1):
+        assert result.sampling is None
+    else:  # the pairs at 192/193 and 320/321 after the first 64
+        assert dict(result.sampling) == {"first": 64, "every": 128, "backwards": 400, "audited": 68}

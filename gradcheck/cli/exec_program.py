@@ -21,7 +21,7 @@ from gradcheck.cli.run import MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode, combine
-from gradcheck.model.options import FailOn
+from gradcheck.model.options import AUDIT_EVERY, AUDIT_FIRST, FailOn
 
 SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": True, "allow_extra_args": True}
 
@@ -39,8 +39,19 @@ def exec_program(
     ),
     max_norm: float = MAX_NORM,
     debug: bool = typer.Option(False, "--debug", help="also put the program's traceback in the report"),
+    audit_first: int = typer.Option(
+        AUDIT_FIRST, "--audit-first", min=0, metavar="N", help="audit the program's first N backwards in full"
+    ),
+    audit_every: int = typer.Option(
+        AUDIT_EVERY,
+        "--audit-every",
+        min=1,
+        metavar="N",
+        help="after them, audit every Nth backward and the one after it (1: every backward)",
+    ),  # fmt: skip
 ) -> None:
-    """Run an unmodified Warp program and audit every tape.backward and tape.zero it makes."""
+    """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
+    in full, then sampled pairs; --audit-every 1 for all)."""
     from gradcheck.engine.program_audit import audit_program
     from gradcheck.model.options import CheckOptions
 
@@ -58,7 +69,7 @@ def exec_program(
     refresher = _Refresher(output, fmt, fail_on) if output is not None and _regular(output) else None
     result, run = audit_program(
         target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
-        top_level=True,
+        top_level=True, cadence=(audit_first, audit_every),
     )  # fmt: skip
     if refresher is not None:
         refresher.close()

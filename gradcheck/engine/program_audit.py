@@ -37,6 +37,7 @@ def audit_program(
     *,
     refresh=None,
     top_level: bool = False,
+    cadence: tuple[int, int] | None = None,
 ) -> tuple[ScenarioResult, ProgramRun]:
     """Run the program under the observer; (its result, how it ran). The observer starts when the program imports
     Warp (at once if it is imported already): gradcheck imports nothing of Warp's on the program's behalf.
@@ -44,7 +45,9 @@ def audit_program(
     this process is the program's (see engine.hosting)."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
-    audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going)
+    from gradcheck.observe.cadence import Cadence
+
+    audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()))
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
     def start() -> None:

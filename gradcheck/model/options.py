@@ -176,3 +176,9 @@ def parse_settings(items) -> dict[str, str]:
 DEFAULT_CHECKS = CheckOptions()
 DEFAULT_FD = FDOptions()
 DEFAULT_RUN = RunOptions()
+
+
+# gradcheck exec / audit(): a program's first AUDIT_FIRST backwards get the full evidence, then every
+# AUDIT_EVERY-th backward and the one after it (gradcheck.observe.cadence: cost flat in training length)
+AUDIT_FIRST = 64
+AUDIT_EVERY = 128

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FIRST = 64
-EVERY = 16
+from gradcheck.model.options import AUDIT_EVERY as EVERY
+from gradcheck.model.options import AUDIT_FIRST as FIRST
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class Cadence:
         """Whether backward number ``backward`` (1-based) gets the full evidence."""
         if self.every <= 1 or backward <= self.first:
             return True
-        phase = (backward - self.first) % self.every
-        return phase in (0, 1)
+        past = backward - self.first  # the pairs: first + k * every and the backward after it, k >= 1
+        return past >= self.every and past % self.every in (0, 1)
 
     def describe(self, backwards: int, audited: int) -> dict:
         return {"first": self.first, "every": self.every, "backwards": backwards, "audited": audited}
