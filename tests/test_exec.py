@@ -357,3 +357,16 @@ def test_a_long_program_is_audited_in_sampled_pairs(args, cadence, expected):
         assert result.sampling is None
     else:  # the pairs at 192/193 and 320/321 after the first 64
         assert dict(result.sampling) == {"first": 64, "every": 128, "backwards": 400, "audited": 68}
+
+
+def test_a_stale_struct_gradient_pointer_backward_never_writes_through_is_no_error():
+    """The mirror keeps the old .grad, but the component store's adjoint reads the live one (the program checks
+    src.grad == 3.0, which only the new buffer holds) and the old buffer stays zero: a warning, not an error. The
+    orphan that backward does write into (struct-requires-grad-off above) stays an error."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(TESTS / "programs" / "exec" / "struct_grad_seed.py"), [])
+    assert run.status in (None, 0), run.error
+    assert [(f.check, f.severity.label, f.subject) for f in result.findings] == [
+        ("stale-adjoint", "warning", "holder.values.grad")
+    ]

@@ -25,6 +25,11 @@ Common causes: arr.requires_grad = False, arr.grad = new, or requires_grad = Tru
 the struct (the mirror is a copy made at assignment); a nested struct edited after it was assigned into its parent
 (nested structs are copied).
 
+Severity: an error when a kernel on the tape uses the struct, except where the claim is that backward writes into
+the old gradient buffer and that buffer, measured after every zero step, never received anything (Warp builds
+the adjoint of a component store from the live .grad; Warp's own test_composite_component_adjoint relies on it):
+then a warning. A struct no kernel on the tape uses: a warning.
+
 Fix: assign the field again after changing it, and the inner struct again after editing it.
 
     model.geo.scale.requires_grad = False
@@ -40,6 +45,11 @@ _WHAT = {
     "stale-data": "the kernel reads a different array than the field holds",
     "nested-copy": "the parent struct still uses the old array",
 }
+
+
+# kinds whose message says backward writes into the old buffer: an error only once the buffer shows it (or where
+# it was not measured); a buffer measured zero after every zero step never received anything
+_WRITES_OLD = ("orphan-grad", "replaced-grad")
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
@@ -69,9 +79,15 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
     }
     if issue.source:
         evidence["copied_from"] = issue.source
+    unproven = issue.kind in _WRITES_OLD and bool(norms) and not any(norms)
+    if unproven:
+        message += (
+            "; backward has written nothing into the old buffer so far (Warp builds the adjoint of a component "
+            "store from the live .grad): harmful only where a kernel reads this field's gradient through the mirror"
+        )
     return Finding(
         check=NAME,
-        severity=Severity.ERROR if s.in_tape else Severity.WARNING,
+        severity=Severity.ERROR if s.in_tape and not unproven else Severity.WARNING,
         subject=issue.subject,
         message=message,
         hint=_hint(issue),
