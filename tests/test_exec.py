@@ -370,3 +370,13 @@ def test_a_stale_struct_gradient_pointer_backward_never_writes_through_is_no_err
     assert [(f.check, f.severity.label, f.subject) for f in result.findings] == [
         ("stale-adjoint", "warning", "holder.values.grad")
     ]
+
+
+def test_launch_arguments_that_only_look_like_arrays_are_no_internal_error():
+    """Warp's test_array_subclass passes a host-only fixedarray (Warp refuses it, the program expects that) and an
+    object whose __class__ claims wp.array: the launch observer read .ptr off both (internal-error, exit 1)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(TESTS / "programs" / "exec" / "odd_launch_arguments.py"), [])
+    assert run.status in (None, 0), run.error
+    assert [(f.check, f.message) for f in result.findings] == []
