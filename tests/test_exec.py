@@ -380,3 +380,14 @@ def test_launch_arguments_that_only_look_like_arrays_are_no_internal_error():
     result, run = audit_program(str(TESTS / "programs" / "exec" / "odd_launch_arguments.py"), [])
     assert run.status in (None, 0), run.error
     assert [(f.check, f.message) for f in result.findings] == []
+
+
+@pytest.mark.parametrize(("mistake", "expected"), [("none", []), ("reuse", [("zero-audit", "a.grad", 1)])])
+def test_another_tapes_reset_is_not_the_zero_step_of_the_last_backward(mistake, expected):
+    """Warp's test_overwrite: one test's backward ends, the next test resets a tape of its own that never ran
+    backward; the first test's gradient was blamed on that reset (a zero-audit warning on a correct module)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(TESTS / "programs" / "exec" / "two_unittests.py"), ["--mistake", mistake])
+    assert run.status in (None, 0), run.error
+    assert found(result) == expected

@@ -10,6 +10,8 @@ the next graph Python makes, and a forward-only graph must never inherit a freed
 
 from __future__ import annotations
 
+from gradcheck.observe import values
+
 MAX_FORWARDS = 16
 
 
@@ -59,3 +61,49 @@ class CapturedGraphs:
     def ran_once(self) -> bool:
         """A captured forward whose graph ran fewer times than its replay needed (CUDA: once)."""
         return any(0 < replays < due for _graph, _tapes, replays, due in self._forwards.values())
+
+
+class GraphReplays:
+    """The Observer's side of captured graphs: a capture's end, a replay (a backward when one was captured), and
+    the captured forward's one replay from copies for write-after-read."""
+
+    def on_capture_end(self, graph) -> None:
+        """A capture ended: if a backward was recorded into it, each replay of ``graph`` is a backward; the tapes
+        recorded in it are its forward, checked for write-after-read by replaying them from copies."""
+        self.graphs.ended(graph)
+
+    def on_graph_replay(self, graph, run):
+        """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
+        without Python seeing it: audited as a backward of its tape. A graph with no backward in it is not one."""
+        self.graph_replays += 1
+        tapes = self.graphs.forward_due(graph)
+        if tapes:
+            self._captured_forward_due(tapes)
+        found = self.graphs.backward_of(graph)
+        if found is None:
+            return run()
+        self.audited_replays += 1
+        return self.on_backward(*found, run)
+
+    def _captured_forward_due(self, tapes: list) -> None:
+        """Replay a graph's forward from copies once, just before a replay of the graph, from the state that replay
+        starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
+        second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
+        once the graph has run (copied before, they are an invalid argument)."""
+        with self._guard("write-after-read (captured forward)"):
+            found = [self._replay_captured(tape) for tape in tapes]
+            found = [f for f in found if f is not None]
+            if found:  # every tape the capture recorded: their hazards and harmless rewrites together
+                self._hazards = tuple(tuple(r for f in found for r in f[i]) for i in (0, 1))
+
+    def _replay_captured(self, tape) -> tuple | None:
+        from gradcheck.observe.rewrites import replay_captured
+
+        watch = replay_captured(tape, values.fingerprint)
+        if isinstance(watch, str):
+            note = f"write-after-read not checked on the captured forward: {watch}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+        self.names.tape = tape
+        return watch.results(self.names.label)

@@ -26,13 +26,14 @@ of the program. Nothing here ever breaks the program: a failure of the observer'
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import replace
 
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.cadence import ALL, AuditWindows, Cadence
 from gradcheck.observe.gradient_use import GradientUse
-from gradcheck.observe.graphs import CapturedGraphs
+from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
 from gradcheck.observe.iteration import Iteration
 from gradcheck.observe.leftovers import Leftovers, classify_residue
@@ -48,7 +49,7 @@ from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
-class Observer(AuditWindows, Guarded):
+class Observer(AuditWindows, GraphReplays, Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
     def __init__(
@@ -101,6 +102,7 @@ class Observer(AuditWindows, Guarded):
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
         self.graphs = CapturedGraphs()
+        self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -221,6 +223,8 @@ class Observer(AuditWindows, Guarded):
         with self._guard("recording"):
             from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
 
+            self._recorded.add(tape)
+
             new = not self.arguments.update(tape)
             # changed from the last recording's (the first recording has nothing to differ from)
             self._structure_changed = new and self._recordings > 1
@@ -300,53 +304,21 @@ class Observer(AuditWindows, Guarded):
             result = run()
         finally:
             self._depth -= 1
-        if not self._in_zero_step:
+        if not self._in_zero_step and not self._other_computation(tape):
             with self._guard("zero audit"):
                 self._zero_label = f"tape.zero() at {short(caller_site())}"
                 self.leftovers.zeroed()
                 self._close_window()
         return result
 
-    def on_capture_end(self, graph) -> None:
-        """A capture ended: if a backward was recorded into it, each replay of ``graph`` is a backward; the tapes
-        recorded in it are its forward, checked for write-after-read by replaying them from copies."""
-        self.graphs.ended(graph)
-
-    def on_graph_replay(self, graph, run):
-        """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
-        without Python seeing it: audited as a backward of its tape. A graph with no backward in it is not one."""
-        self.graph_replays += 1
-        tapes = self.graphs.forward_due(graph)
-        if tapes:
-            self._captured_forward_due(tapes)
-        found = self.graphs.backward_of(graph)
-        if found is None:
-            return run()
-        self.audited_replays += 1
-        return self.on_backward(*found, run)
-
-    def _captured_forward_due(self, tapes: list) -> None:
-        """Replay a graph's forward from copies once, just before a replay of the graph, from the state that replay
-        starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
-        second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
-        once the graph has run (copied before, they are an invalid argument)."""
-        with self._guard("write-after-read (captured forward)"):
-            found = [self._replay_captured(tape) for tape in tapes]
-            found = [f for f in found if f is not None]
-            if found:  # every tape the capture recorded: their hazards and harmless rewrites together
-                self._hazards = tuple(tuple(r for f in found for r in f[i]) for i in (0, 1))
-
-    def _replay_captured(self, tape) -> tuple | None:
-        from gradcheck.observe.rewrites import replay_captured
-
-        watch = replay_captured(tape, values.fingerprint)
-        if isinstance(watch, str):
-            note = f"write-after-read not checked on the captured forward: {watch}"
-            if note not in self.notes:
-                self.notes.append(note)
-            return None
-        self.names.tape = tape
-        return watch.results(self.names.label)
+    def _other_computation(self, tape) -> bool:
+        """``tape`` recorded a computation of its own and is not the last backward's: zeroing it is that
+        computation's business (the next unittest's ``tape.reset()``), not the zero step of the last backward. A
+        tape that recorded nothing (``wp.Tape().zero()``) is the program's zero step, however mistaken."""
+        last = self._last[0] if self._last is not None else None
+        return (
+            last is not None and tape is not last and (bool(tape.launches or tape.gradients) or tape in self._recorded)
+        )
 
     def on_host_read(self, array) -> None:
         if self.use.active and not self._light and not capturing():
