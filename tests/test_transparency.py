@@ -45,10 +45,12 @@ class Program:
     args: tuple[str, ...]
     true: tuple[tuple[str, str, str], ...] = ()  # (check, severity, subject regex): the findings triaged TRUE
     needs: tuple[str, ...] = ()  # importable modules the program needs besides warp
+    # true findings that depend on the contents of memory the program never initialised: allowed, not required
+    may: tuple[tuple[str, str, str], ...] = ()
 
 
-def _warp_test(name: str, true=()) -> Program:
-    return Program(f"warp.tests.{name}", ("-m", f"warp.tests.{name}"), true)
+def _warp_test(name: str, true=(), may=()) -> Program:
+    return Program(f"warp.tests.{name}", ("-m", f"warp.tests.{name}"), true, may=may)
 
 
 def _warp_example(path: str, args: str, id: str | None = None, needs=()) -> Program:
@@ -78,7 +80,14 @@ PROGRAMS = [
     # that takes s; Warp keeps the old gradient alive in s._data_grad and the adjoint writes it through the struct
     # mirror (norm 3.606 = |(2, 3)|, the kernel's weights): a buffer nothing zeroes or reads. Deliberate (a
     # memory-safety regression test), unittest result unchanged, exec exit 1.
-    _warp_test("test_struct", true=(("stale-adjoint", "error", r"\bdata\.grad$"),)),
+    # MAY: test_struct_instance's loss is wp.empty(1) accumulated into (never initialised): whatever the allocator
+    # hands back is in the loss, NaN when the bytes spell one (they did under exec, where gradcheck's own arrays
+    # came and went before it): the loss finding is then true, and absent when they do not
+    _warp_test(
+        "test_struct",
+        true=(("stale-adjoint", "error", r"\bdata\.grad$"),),
+        may=(("nonfinite", "error", r"^loss$"),),
+    ),
     _warp_test("test_sgd"),
     # info only: zero-audit of one test's params.grad blamed on the next test's tape.reset() (see test_overwrite)
     _warp_test("test_adam"),
@@ -264,7 +273,7 @@ def test_program_runs_the_same_under_exec(program: Program, tmp_path):
             for f in scenario["findings"]
             if f["severity"] in ("warning", "error")
         ]
-        unexpected = [f for f in loud if not any(_matches(t, f[:3]) for t in program.true)]
+        unexpected = [f for f in loud if not any(_matches(t, f[:3]) for t in program.true + program.may)]
         missing = [t for t in program.true if not any(_matches(t, f[:3]) for f in loud)]
         if unexpected:
             problems.append(

@@ -28,7 +28,7 @@ the struct (the mirror is a copy made at assignment); a nested struct edited aft
 Severity: an error when a kernel on the tape uses the struct, except where the claim is that backward writes into
 the old gradient buffer and that buffer, measured after every zero step, never received anything (Warp builds
 the adjoint of a component store from the live .grad; Warp's own test_composite_component_adjoint relies on it):
-then a warning. A struct no kernel on the tape uses: a warning.
+then an info saying just that. A struct no kernel on the tape uses: a warning.
 
 Fix: assign the field again after changing it, and the inner struct again after editing it.
 
@@ -80,14 +80,16 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
     if issue.source:
         evidence["copied_from"] = issue.source
     unproven = issue.kind in _WRITES_OLD and bool(norms) and not any(norms)
-    if unproven:
-        message += (
-            "; backward has written nothing into the old buffer so far (Warp builds the adjoint of a component "
-            "store from the live .grad): harmful only where a kernel reads this field's gradient through the mirror"
+    if unproven:  # what is known, no more: the mirror is stale, and backward has not used the old buffer
+        message = (
+            f"the struct's mirror still holds the old gradient buffer ({pointer(issue.mirror)}; the field's .grad is "
+            f"{pointer(issue.live)}), but backward has written nothing into it after {len(norms)} zero step(s): the "
+            "adjoints that ran read the field's live .grad (Warp builds a component store's adjoint from it); a "
+            "kernel that reads the gradient through the mirror itself would miss the new one"
         )
     return Finding(
         check=NAME,
-        severity=Severity.ERROR if s.in_tape and not unproven else Severity.WARNING,
+        severity=Severity.INFO if unproven else Severity.ERROR if s.in_tape else Severity.WARNING,
         subject=issue.subject,
         message=message,
         hint=_hint(issue),

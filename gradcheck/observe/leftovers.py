@@ -68,9 +68,10 @@ class Leftovers:
         self._seeded |= seeded
         self._backward, self._audited, self._zeroed = index, False, None
 
-    def audit(self, only_left: bool = False) -> tuple[tuple[Survivor, ...], int]:
-        """The zero audit: (survivors, buffers looked at). ``only_left``: no zero step was seen, so only buffers
-        still holding what the last backward left count."""
+    def audit(self, only_left: set[int] | None = None) -> tuple[tuple[Survivor, ...], int]:
+        """The zero audit: (survivors, buffers looked at). ``only_left`` (the gradient pointers the backward about
+        to run can add to): no zero step was seen, so only buffers still holding what the last backward left, and
+        that this backward reaches, count (another test's tape over other arrays adds nothing to them)."""
         if self._reach is None:
             return (), 0
         reach, names = self._reach, self._names
@@ -82,7 +83,8 @@ class Leftovers:
         for i in candidates:
             grad = reach.grads[i]
             stats = table.row(i)
-            if only_left and stats.checksum != int(self._left[i]) or i in now:
+            left = only_left is not None and (stats.checksum != int(self._left[i]) or grad.ptr not in only_left)
+            if left or i in now:
                 continue
             buffer = reach.buffer(i)
             survivor = Survivor(

@@ -338,7 +338,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             self._close_window()  # the last backward's gradients: their use ends here
         if self._last is not None and boundary and not self.leftovers.audited:
             with self._guard("zero audit"):
-                self._audit(only_left=True)  # a new iteration with no zero step since the last backward
+                self._audit(only_left=_gradient_pointers(tape))  # a new iteration, no zero step since the last
         if self.auto_iterations or self._it is None:
             self._close()
             self._it = Iteration(self.backwards + 1, boundary)
@@ -403,7 +403,10 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             ]
             self.use.start(produced)
         with self._guard("leftovers"):
-            reach = reachable_gradients(tape, measured, lambda: self.names.names, self.arguments)
+            # params of another computation (an earlier unittest's, updated and left) are not this tape's leftovers
+            touched = _gradient_pointers(tape) | {getattr(g, "ptr", None) for g in tape.gradients.values()}
+            own = {k: a for k, a in measured.items() if a.grad is not None and a.grad.ptr in touched}
+            reach = reachable_gradients(tape, own, lambda: self.names.names, self.arguments)
             reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
             seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
@@ -445,7 +448,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         with self._guard("zero audit"):
             self._audit(label=label)
 
-    def _audit(self, label: str | None = None, only_left: bool = False) -> None:
+    def _audit(self, label: str | None = None, only_left: set | None = None) -> None:
         it = self._it
         if it is None:
             return
@@ -489,3 +492,11 @@ class Observer(AuditWindows, GraphReplays, Guarded):
                     norms.get(id(array), float("nan")),
                 )
         return samples, described
+
+
+def _gradient_pointers(tape) -> set[int]:
+    """The gradient buffers of the arrays ``tape`` passed to its launches: what its backward can add to."""
+    from gradcheck.probes.warp_compat import launch_argument_list
+
+    grads = (getattr(v, "grad", None) for v in launch_argument_list(tape))
+    return {g.ptr for g in grads if g is not None and getattr(g, "ptr", None)}

@@ -9,7 +9,8 @@ differentiated at the later values. Seen as the forward runs, from the launches 
   its adjoint never needs the old values back (Newton's diffsim examples accumulate every frame into one loss);
 - a later launch that may write an array read since its last write is fingerprinted before and after it runs;
   a changed fingerprint is a hazard, an unchanged one (forward kinematics recomputing the same ``body_q``) is
-  listed as harmless.
+  listed as harmless, and so is a change the reader's adjoint cannot see: one that does not use the array's values
+  (``y = 2 x``, an FFT stage: gradcheck.probes.adjoint_dependence runs it twice on copies to tell).
 
 Cost: two fingerprints per (launch, array it rewrites after a read), nothing for arrays written once.
 """
@@ -40,21 +41,23 @@ class RewriteWatch:
         return watched
 
     def after(self, call, arguments, watched: list) -> None:
+        from gradcheck.probes.adjoint_dependence import adjoint_reads
         from gradcheck.probes.warp_compat import argument_access
 
         writer = getattr(call.kernel, "key", str(call.kernel))
         for array, before in watched:
             changed = self._fingerprint(array) != before
-            for reader in self._readers.pop(id(array), {}):
+            for reader, (read_by, label) in self._readers.pop(id(array), {}).items():
                 pair = self._pairs.setdefault((id(array), reader, writer), [0, 0])
                 pair[0] += 1
-                pair[1] += changed
+                # a reader whose adjoint does not use the values (linear in them) is not differentiated wrong
+                pair[1] += changed and adjoint_reads(read_by, label) is not False
         access = argument_access(call.kernel)
         for label, value in arguments:
             if not access.reads_value(label):
                 continue
             for array in _arrays_of(value):
-                self._readers.setdefault(id(array), {})[writer] = None
+                self._readers.setdefault(id(array), {})[writer] = (call, label)
                 self._arrays[id(array)] = array
 
     def results(self, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:

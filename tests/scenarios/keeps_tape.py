@@ -3,7 +3,8 @@
 The helper's class says it lives in ``warp.examples`` (as the classes of Warp's shipped example programs
 do), and ``backward`` keeps the tape, as training loops that re-use it do. Names must come from the program
 (``sim.x``), never from gradcheck's own probe tape. The scratch array is a local of forward(), reused by
-two launches: write-after-read must name it by its kernel argument.
+two launches, and the launch that reads it squares it (its adjoint reads the values): write-after-read must name
+it by its kernel argument.
 """
 
 import warp as wp
@@ -18,7 +19,7 @@ def square(x: wp.array(dtype=float), scratch: wp.array(dtype=float)):
 @wp.kernel
 def accumulate(scratch: wp.array(dtype=float), loss: wp.array(dtype=float)):
     i = wp.tid()
-    wp.atomic_add(loss, 0, scratch[i])
+    wp.atomic_add(loss, 0, scratch[i] * scratch[i])
 
 
 class Simulation:

@@ -1,7 +1,8 @@
 """Two tests of one module, each with its own tape (Warp's test_overwrite): the first runs a backward and ends; the
-second records its own computation and ``tape.reset()``s it without a backward. That reset is the second test's
-business, not the zero step of the first test's backward: no zero-audit finding. ``--mistake reuse`` has the
-second test zero the *first* test's tape after adding to its gradient (a real leftover of that tape's zero step).
+second runs a backward over arrays of its own and ``tape.reset()``s its tape. Neither that backward nor that reset
+has anything to do with the first test's gradients: no zero-audit finding. ``--mistake reuse`` has the
+second test zero the *first* test's tape with its gradients dropped (zeroing nothing) and run the first computation
+on it again: that backward adds to what the first left (a real leftover of that tape's zero step).
 """
 
 import argparse
@@ -25,6 +26,12 @@ def add_one(x: wp.array(dtype=float)):
     x[wp.tid()] += 1.0
 
 
+@wp.kernel
+def descend(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] - 0.1 * g[i]
+
+
 def first_test():
     a = wp.array(np.array([1.0, 2.0, 3.0]), dtype=float, requires_grad=True)
     b = wp.zeros_like(a)
@@ -33,19 +40,25 @@ def first_test():
         wp.launch(square, 3, inputs=[a], outputs=[b])
     tape1.backward(grads={b: wp.ones_like(b)})
     np.testing.assert_allclose(a.grad.numpy(), [2.0, 4.0, 6.0])
+    wp.launch(descend, 3, inputs=[a, a.grad])  # one step, and the test ends without a zero step
     return tape1, a
 
 
 def second_test(first_tape, first_a):
-    a = wp.zeros(3, dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        wp.launch(add_one, 3, inputs=[a])
     if options.mistake == "reuse":
-        wp.launch(add_one, 3, inputs=[first_a.grad])  # a stray write the first tape's zero does not undo
         first_tape.launches = []
         first_tape.gradients = {}
         first_tape.zero()  # zeroes nothing: its gradients were dropped
+        b = wp.zeros_like(first_a)
+        with first_tape:  # and the first computation again, on the same tape: its backward adds to what was left
+            wp.launch(square, 3, inputs=[first_a], outputs=[b])
+        first_tape.backward(grads={b: wp.ones_like(b)})
+    a = wp.zeros(3, dtype=float, requires_grad=True)
+    out = wp.zeros(3, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, 3, inputs=[a], outputs=[out])
+    tape.backward(grads={out: wp.ones_like(out)})  # a backward over other arrays: adds nothing to the first's
     tape.reset()
     a.zero_()
 
