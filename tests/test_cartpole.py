@@ -75,7 +75,7 @@ def test_state_in_tape_reports_missing_gradients():
     assert not by_check(result.findings, "accumulation")
     # forward() re-creates states and controls: a new array may reuse a dropped one's id, which must not pass
     # for a write through inputs= (the shared solver scratch is the only real rewrite here)
-    assert {f.subject for f in by_check(result.findings, "write-after-read")} == {f"solver.{m}" for m in "JMPHL"}
+    assert {f.subject for f in by_check(result.findings, "write-after-read")} == {f"solver.{m}" for m in "JMPL"}
     assert report.exit_code == ExitCode.FINDINGS
 
 

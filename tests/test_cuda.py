@@ -54,7 +54,11 @@ def test_run_and_exec_judge_the_same_mistake_alike_on_cuda(mistake):
     fault = None if mistake == "clean" else mistake
     (ran,) = gradcheck.check(SCENARIO, device="cuda:0", passes=3, fault=fault, fd="off", replay=False).scenarios
     assert ran.error is None and ran.device == "cuda:0", ran.error
-    executed, run = audit_program(SCRIPT, ["--mistake", mistake, "--device", "cuda:0"], keep_going=True)
+    import warp as wp
+
+    # the script launches on the default device, as a script on a GPU machine does (the suite pins the CPU)
+    with wp.ScopedDevice("cuda:0"):
+        executed, run = audit_program(SCRIPT, ["--mistake", mistake, "--device", "cuda:0"], keep_going=True)
     assert run.status in (None, 0) and executed.error is None, run.error
     assert executed.device.startswith("cuda")
 

@@ -162,7 +162,8 @@ def test_arrays_written_through_inputs_are_writers():
     path = str(SCENARIOS / "in_place.py")
     result, _ = run_scenario(path, fault="inputs-written", passes=2)
     war = {f.subject: f for f in by_check(result.findings, "write-after-read")}
-    assert set(war) == {"xs[0]", "vs[0]"}
+    # vs[0] is rewritten too, but integrate's adjoint is linear in v (it reads x and k): only x's rewrite biases it
+    assert set(war) == {"xs[0]"}
     assert "integrate → integrate" in war["xs[0]"].message
     assert by_check(result.findings, "fd-mismatch")  # and the bias it causes is real
     clean, _ = run_scenario(path, passes=2)

@@ -35,4 +35,5 @@ def test_a_long_run_with_new_leaves_every_step_is_bounded_and_reports_a_late_nan
     assert all(len(p.history) <= HISTORY + 1 for p in t.params)
     (nan,) = [f for f in result.findings if f.check == "nonfinite" and f.severity.label == "error"]
     assert nan.subject == "x.grad" and nan.evidence["first_pass"] == 390  # the late NaN, at its backward
-    assert [p.role for p in result.params] == ["updated"]
+    # x, and at most the one batch whose own gradient went NaN with it (shown once, not once per batch)
+    assert [p.role for p in result.params][:1] == ["updated"] and len(result.params) <= 2

@@ -116,7 +116,10 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
     # judged them as leaves (a param's subject may also name a leaf a later pass read in its place)
     judged = {f.subject for f in findings if f.evidence.get("role") == "leaf"}
     judged |= {s for f in findings if f.evidence.get("role") == "leaf" for s in f.evidence.get("subjects") or ()}
-    shown = [p for p in trace.params if p.is_param or not any_param or p.subject in judged]
+    shown = [p for p in trace.params if p.is_param or not any_param]
+    # one row per judged leaf subject, the latest (a fresh ``batch`` every step is many leaves of one name)
+    latest = {p.subject: p for p in trace.params if not p.is_param and any_param and p.subject in judged}
+    shown += list(latest.values())
     return tuple(
         ParamSummary(
             name=p.name,

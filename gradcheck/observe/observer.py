@@ -274,7 +274,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
         if not self.cadence.full(self.backwards + 1) and self._stays_light(tape):
-            return self._light_backward(run)
+            return self._light_backward(run, tape, loss, grads)
         self._arm()
         self.audited += 1
         skipped = None
