@@ -63,7 +63,13 @@ def main() -> None:
         error_line("stdout is closed, so the report could not be written; give --output FILE")
         sys.exit(int(ExitCode.USAGE))
     try:
-        code = app(prog_name="gradcheck", args=args, standalone_mode=False)
+        code = None
+        if args[:1] == ["exec"]:  # the program's startup is gradcheck's too: Typer's parse only when needed
+            from gradcheck.cli.exec_fast import run_fast
+
+            code = run_fast(args[1:])
+        if code is None:
+            code = app(prog_name="gradcheck", args=args, standalone_mode=False)
     except Exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `gradcheck` alone: the help, as Typer shows it
             exc.show()

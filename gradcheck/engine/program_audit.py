@@ -103,8 +103,10 @@ def _interim(audit: ProgramAudit, checks: CheckOptions, name: str) -> ScenarioRe
 
 
 def _every(seconds: float, callback):
-    """``callback`` throttled to at most once per ``seconds`` (the first call runs), one caller at a time."""
-    last = [-float("inf")]
+    """``callback`` throttled to at most once per ``seconds``, counted from now (a program that ends within the
+    first second gets only the final report: an interim one cost as much as 300 small backwards), one caller at a
+    time."""
+    last = [time.monotonic()]
     lock = threading.Lock()
 
     def throttled() -> None:
