@@ -118,3 +118,25 @@ def test_exit_code_priority():
     assert combine([ExitCode.OK, ExitCode.FINDINGS]) == ExitCode.FINDINGS
     assert combine([ExitCode.FINDINGS, ExitCode.SCENARIO_ERROR]) == ExitCode.SCENARIO_ERROR
     assert combine([ExitCode.SCENARIO_ERROR, ExitCode.USAGE]) == ExitCode.USAGE
+
+
+def test_exec_reads_a_plain_command_line_itself_and_leaves_the_rest_to_typer():
+    """gradcheck exec skips Typer's parse (a pydantic adapter per option, ~0.1 s of every run) when the command line
+    is a plain one; the options come from exec_program's own declarations, and anything unsure goes to Typer."""
+    from pathlib import Path
+
+    from gradcheck.cli.exec_fast import _options, _parse
+    from gradcheck.cli.exec_program import exec_program
+    from gradcheck.formats import OutputFormat
+    from gradcheck.model.options import AUDIT_FIRST, FailOn
+
+    options = _options(exec_program)
+    values = _parse(["--format", "json", "--output=r.json", "--audit-every", "1", "-m", "pkg.mod", "a", "--b"], options)
+    assert values["fmt"] is OutputFormat.json and values["output"] == Path("r.json") and values["audit_every"] == 1
+    assert values["module"] == "pkg.mod" and values["program"] == ["a", "--b"]  # the program's, after the module
+    assert values["audit_first"] == AUDIT_FIRST and values["fail_on"] is FailOn.error and values["keep_going"] is False
+    values = _parse(["--keep-going", "--debug", "train.py", "--output", "mine.json"], options)
+    assert values["keep_going"] and values["debug"] and values["program"] == ["train.py", "--output", "mine.json"]
+    for line in (["--help"], ["--audit-every", "0", "x.py"], ["--format", "xml", "x.py"], ["--keep-going=1", "x.py"],
+                 ["--unknown", "x.py"], ["--max-norm"], []):  # fmt: skip
+        assert _parse(line, options) is None, line
