@@ -407,3 +407,23 @@ def test_a_rewritten_scratch_is_a_hazard_only_where_the_readers_adjoint_reads_it
     result, run = audit_program(str(TESTS / "programs" / "exec" / "reused_scratch.py"), ["--step", step])
     assert run.status in (None, 0), run.error
     assert found(result) == expected
+
+
+@pytest.mark.parametrize(
+    ("mistake", "expected"),
+    [
+        ("none", []),
+        ("no-zero", [("accumulation", "p.w.grad", 2), ("zero-audit", "x.grad", 1), ("zero-audit", "p.w.grad", 1)]),
+    ],
+)
+def test_gradients_read_through_the_tapes_own_api_are_the_live_ones(mistake, expected):
+    """tape.get_adjoint(struct) builds a fresh adjoint struct from the live fields' .grad; tape.gradients[x] is
+    x.grad: a loop stepping from them is clean, and the same loop without tape.zero() accumulates in the struct
+    field's gradient (which the zero audit must reach through the struct)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(
+        str(TESTS / "programs" / "exec" / "adjoints_through_the_tape.py"), ["--mistake", mistake]
+    )
+    assert run.status in (None, 0), run.error
+    assert found(result) == expected

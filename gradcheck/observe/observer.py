@@ -495,8 +495,20 @@ class Observer(AuditWindows, GraphReplays, Guarded):
 
 
 def _gradient_pointers(tape) -> set[int]:
-    """The gradient buffers of the arrays ``tape`` passed to its launches: what its backward can add to."""
-    from gradcheck.probes.warp_compat import launch_argument_list
+    """The gradient buffers of the arrays ``tape`` passed to its launches, struct fields included (nested): what
+    its backward can add to."""
+    from gradcheck.probes.warp_compat import is_struct_instance, launch_argument_list, struct_fields
 
-    grads = (getattr(v, "grad", None) for v in launch_argument_list(tape))
-    return {g.ptr for g in grads if g is not None and getattr(g, "ptr", None)}
+    found: set[int] = set()
+    pending, opened = list(launch_argument_list(tape)), set()
+    while pending:
+        value = pending.pop()
+        if is_struct_instance(value):
+            if id(value) not in opened:
+                opened.add(id(value))
+                pending.extend(field for _name, field, _var in struct_fields(value))
+            continue
+        grad = getattr(value, "grad", None)
+        if grad is not None and getattr(grad, "ptr", None):
+            found.add(grad.ptr)
+    return found
