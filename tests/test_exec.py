@@ -353,10 +353,15 @@ def test_a_long_program_is_audited_in_sampled_pairs(args, cadence, expected):
     assert run.status in (None, 0), run.error
     assert [(f.check, f.subject, _first(f)) for f in result.findings if f.severity.label == "error"] == expected
     assert result.passes == 400
-    if cadence == (64, 1):
-        assert result.sampling is None
+    if cadence == (64, 1):  # every backward audited; the records past the cap are not kept, and it says so
+        assert dict(result.sampling) == {
+            "first": 64, "every": 1, "backwards": 400, "audited": 400, "records_kept": 80, "norm_points": 64,
+        }  # fmt: skip
     else:  # the pairs at 192/193 and 320/321 after the first 64
-        assert dict(result.sampling) == {"first": 64, "every": 128, "backwards": 400, "audited": 68}
+        assert dict(result.sampling) == {
+            "first": 64, "every": 128, "backwards": 400, "audited": 68,
+            "records_kept": len(result.losses), "norm_points": 64,
+        }  # fmt: skip
 
 
 def test_a_stale_struct_gradient_pointer_backward_never_writes_through_is_no_error():

@@ -44,6 +44,15 @@ class AuditWindows:
     """The Observer's side of the cadence: leaving an audited window, arming the next, and a backward that goes
     unaudited (a counter, the driver's callbacks, and the struct-pointer check when structs are passed)."""
 
+    def _sampling(self) -> dict | None:
+        """What a long run kept (the report's ``sampling``): None when every backward was audited and recorded."""
+        from gradcheck.observe.log import HISTORY
+
+        kept = len(self.log.records)
+        if self.audited >= self.backwards and kept >= self.log.iterations:
+            return None
+        return self.cadence.describe(self.backwards, self.audited) | {"records_kept": kept, "norm_points": HISTORY}
+
     def _go_light(self) -> None:
         """Leave the audited window: its zero step is judged and its iteration closed now; what it watched (the
         leftovers, the gradients' use) ends here, so the next audited backward starts afresh."""

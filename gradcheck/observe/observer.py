@@ -193,7 +193,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             "fixed_params": self.fixed_params,
             "backwards": self.backwards,
             "iterations": self.backwards if self.auto_iterations else self.log.iterations,
-            "sampling": self.cadence.describe(self.backwards, self.audited) if self.audited < self.backwards else None,
+            "sampling": self._sampling(),
             "internal_errors": tuple(self.internal_errors),
         }
 
