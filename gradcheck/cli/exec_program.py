@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, emit, error_line, usage_report
+from gradcheck.cli.output import check_writable, emit, error_line, is_regular_target, usage_report
 from gradcheck.cli.run import MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
@@ -66,7 +66,7 @@ def exec_program(
     from gradcheck.cli.output import KeptStdio
 
     stdio = KeptStdio(report_on_stdout=output is None)
-    refresher = _Refresher(output, fmt, fail_on) if output is not None and _regular(output) else None
+    refresher = _Refresher(output, fmt, fail_on) if output is not None and is_regular_target(output) else None
     result, run = audit_program(
         target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
         top_level=True, cadence=(audit_first, audit_every),
@@ -101,12 +101,6 @@ def _closed(fd: int) -> bool:
     except OSError:
         return True
     return False
-
-
-def _regular(path: Path) -> bool:
-    from gradcheck.cli.output import is_regular_target
-
-    return is_regular_target(path)
 
 
 def _report(result, run, fail_on: FailOn, debug: bool):

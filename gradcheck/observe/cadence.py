@@ -99,10 +99,14 @@ class AuditWindows:
         with self._guard("nonfinite sentinel"):
             if not sentinel_finite(self.book.params()):
                 self._late_audit(tape, loss, grads)
+        self._tell_driver()
+        return result
+
+    def _tell_driver(self) -> None:
+        """A backward ran, audited or not: the driver's callbacks (exec refreshes --output)."""
         for callback in self.after_backward:
             with self._guard("after backward (driver)"):
                 callback()
-        return result
 
     def _late_audit(self, tape, loss, grads) -> None:
         """A param's gradient went non-finite on a backward the cadence skipped: what can still be read after it

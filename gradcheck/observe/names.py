@@ -117,9 +117,7 @@ class Names:
 
     def gradient_subject(self, owner) -> str:
         """The subject of ``owner``'s gradient: ``x.grad`` (or the gradient buffer's own name when it has one)."""
-        grad = getattr(owner, "grad", None)
-        named = (self._remembered(grad) or self.names.name(grad)) if grad is not None else None
-        return named or self.label(owner, ".grad")
+        return self.known(getattr(owner, "grad", None)) or self.label(owner, ".grad")
 
     def _stale(self) -> bool:
         return self._ledger is None or self._walked_at != self._ledger.allocations

@@ -291,9 +291,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             self._depth -= 1
         with self._guard("after backward"):
             self._after_backward(tape, loss, grads)
-        for callback in self.after_backward:
-            with self._guard("after backward (driver)"):
-                callback()
+        self._tell_driver()
         return result
 
     def on_zero(self, tape, run):
@@ -338,7 +336,8 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             self._close_window()  # the last backward's gradients: their use ends here
         if self._last is not None and boundary and not self.leftovers.audited:
             with self._guard("zero audit"):
-                self._audit(only_left=_gradient_pointers(tape))  # a new iteration, no zero step since the last
+                self.arguments.update(tape)  # a new iteration, no zero step since the last: what this one adds to
+                self._audit(only_left=self.arguments.gradient_pointers())
         if self.auto_iterations or self._it is None:
             self._close()
             self._it = Iteration(self.backwards + 1, boundary)
@@ -404,7 +403,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
             self.use.start(produced)
         with self._guard("leftovers"):
             # params of another computation (an earlier unittest's, updated and left) are not this tape's leftovers
-            touched = _gradient_pointers(tape) | {getattr(g, "ptr", None) for g in tape.gradients.values()}
+            touched = self.arguments.gradient_pointers() | {getattr(g, "ptr", None) for g in tape.gradients.values()}
             own = {k: a for k, a in measured.items() if a.grad is not None and a.grad.ptr in touched}
             reach = reachable_gradients(tape, own, lambda: self.names.names, self.arguments)
             reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
@@ -492,23 +491,3 @@ class Observer(AuditWindows, GraphReplays, Guarded):
                     norms.get(id(array), float("nan")),
                 )
         return samples, described
-
-
-def _gradient_pointers(tape) -> set[int]:
-    """The gradient buffers of the arrays ``tape`` passed to its launches, struct fields included (nested): what
-    its backward can add to."""
-    from gradcheck.probes.warp_compat import is_struct_instance, launch_argument_list, struct_fields
-
-    found: set[int] = set()
-    pending, opened = list(launch_argument_list(tape)), set()
-    while pending:
-        value = pending.pop()
-        if is_struct_instance(value):
-            if id(value) not in opened:
-                opened.add(id(value))
-                pending.extend(field for _name, field, _var in struct_fields(value))
-            continue
-        grad = getattr(value, "grad", None)
-        if grad is not None and getattr(grad, "ptr", None):
-            found.add(grad.ptr)
-    return found

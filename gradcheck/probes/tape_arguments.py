@@ -19,6 +19,7 @@ from gradcheck.probes.warp_compat import (
     is_float_array,
     is_struct_instance,
     launch_argument_list,
+    struct_fields,
     struct_type_class,
 )
 
@@ -87,6 +88,23 @@ class TapeArguments:
                     grads.append(grad)
         self._gradients, self._plain_by_grad, self._plain_grads = gradients, found, grads
         return found, grads
+
+    def gradient_pointers(self) -> set[int]:
+        """The float gradient buffers this tape's backward can add to: its plain arrays' (the cached table above),
+        its array subclasses', and its struct arguments' fields' (nested structs opened)."""
+        pointers = {grad.ptr for grad in self.plain_gradients()[1]}
+        pending, opened = list(self.nested), set()
+        while pending:
+            value = pending.pop()
+            if is_struct_instance(value):
+                if id(value) not in opened:
+                    opened.add(id(value))
+                    pending.extend(field for _name, field, _var in struct_fields(value))
+                continue
+            grad = getattr(value, "grad", None)
+            if grad is not None and getattr(grad, "ptr", None) and is_float_array(grad):
+                pointers.add(grad.ptr)
+        return pointers
 
     @classmethod
     def of(cls, tape) -> TapeArguments:
