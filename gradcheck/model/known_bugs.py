@@ -69,6 +69,46 @@ STRUCT_GRAD_FREED = KnownBug(
 )
 
 
+@dataclass(frozen=True)
+class LiveBug:
+    """A construct every Warp release so far differentiates wrongly: no upgrade helps, the rewrite does. Same
+    ``affects``/``note`` as KnownBug, so a finding cites either alike; ``affects`` is true on any version (also
+    an unknown one: the construct is wrong whichever Warp runs it)."""
+
+    issue: str
+    summary: str
+    workaround: str  # the rewrite
+    measured_on: str  # the newest release it was measured wrong on
+
+    def affects(self, warp_version: str | None) -> bool:
+        return True
+
+    def note(self, warp_version: str | None) -> str:
+        return (
+            f"Warp {warp_version or '(any release)'} has {self.issue}: {self.summary} (on every release so far, "
+            f"measured on {self.measured_on}); {self.workaround}"
+        )
+
+
+RUNTIME_LOOP_CARRIED = LiveBug(
+    "the dynamic-loop adjoint bug (NVIDIA/warp#729 family)",
+    "a variable defined before a loop Warp does not unroll (a trip count known only at run time, more than "
+    "max_unroll iterations, or a break), reassigned in it and read after it gets a wrong adjoint: zero for an "
+    "accumulate-then-square",
+    "loop over a constant bound of at most max_unroll (16) with a guard (for i in range(MAX_LIGHTS): if i < n: "
+    "...), or force the unroll with wp.static (if wp.static(i) < n:), or accumulate into an array element "
+    "(wp.atomic_add(out, tid, val))",
+    "1.19.0",
+)
+IN_PLACE_OVERWRITE = LiveBug(
+    "the in-place replay bug (field notes)",
+    "a kernel that overwrites an array element it reads, not additively (x[i] = x[i] * a[i]), is replayed on the "
+    "overwritten value by the backward, so the other operands' gradients are wrong; additive updates are right",
+    "write the result to a separate output array (x_out[i] = x[i] * a[i]) and read that downstream",
+    "1.19.0",
+)
+
+
 def version_tuple(version: str) -> tuple[int, ...]:
     """'1.8.0' → (1, 8, 0); '1.10.0rc1' → (1, 10, 0): pre-release tags are ignored."""
     parts = []
