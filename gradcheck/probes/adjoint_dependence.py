@@ -86,13 +86,13 @@ def _adjoint(call, arguments, seeds: dict, replaced: str | None, values) -> list
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.unit_replay import _zero_like
+    from gradcheck.probes.launch_values import adjoint_of
 
     work, adjoints = [], []
     for name, value in arguments:
         if not _plain(value):
             work.append(value)
-            adjoints.append(_zero_like(value))
+            adjoints.append(adjoint_of(value, {}))
             continue
         copy = wp.clone(value, requires_grad=False)
         if name == replaced:

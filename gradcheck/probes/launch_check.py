@@ -223,11 +223,11 @@ def gradient_path(launches: list[Launch], params, loss_id: int | None) -> tuple[
     dropped, but no gradient gradcheck is asked about flows through it."""
     depends = {id(p) for p in params}
     for launch in launches:
-        if any(id(v) in depends for v in launch.inputs):
+        if not launch.reads.isdisjoint(depends):
             depends |= launch.writes
     feeds = {loss_id} if loss_id is not None else set()
     for launch in reversed(launches):
-        if any(id(v) in feeds for v in launch.outputs):
+        if not launch.writes.isdisjoint(feeds):
             feeds |= launch.reads
     return depends, feeds
 

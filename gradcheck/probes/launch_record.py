@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from gradcheck.probes.finite_diff import param_scale
+from gradcheck.probes.launch_values import leaves
 
 COPY_BUDGET_BYTES = 1 << 30
 
@@ -27,8 +28,11 @@ class Launch:
     options: dict
     pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
     where: str | None = None
-    reads: frozenset = frozenset()  # ids of the arrays in inputs
-    writes: frozenset = frozenset()  # ids of the arrays in outputs
+    arrays_in: list = field(default_factory=list)  # every array the inputs reach (struct fields flattened)
+    arrays_out: list = field(default_factory=list)  # every array the outputs reach
+    reads: frozenset = frozenset()  # ids of arrays_in
+    writes: frozenset = frozenset()  # ids of arrays_out
+    captured: bool = False  # made while a CUDA graph was being captured: nothing could be copied
 
 
 class LaunchRecorder:
@@ -53,15 +57,17 @@ class LaunchRecorder:
         import warp as wp
 
         from gradcheck.probes.replay_probe import fingerprint
+        from gradcheck.probes.warp_compat import capturing
 
         launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
-        launch.reads = frozenset(id(v) for v in inputs if is_plain_array(v))
-        launch.writes = frozenset(id(v) for v in outputs if is_plain_array(v))
+        launch.arrays_in, launch.arrays_out = leaves(inputs), leaves(outputs)
+        launch.reads = frozenset(map(id, launch.arrays_in))
+        launch.writes = frozenset(map(id, launch.arrays_out + leaves(_inputs_written(kernel, inputs))))
         launch.where = options.get("where")  # the caller of wp.launch
-        if self.over_budget_at is None:
-            for value in list(inputs) + list(outputs):
-                if not is_plain_array(value):
-                    continue
+        if capturing():  # a copy now would be recorded into the program's graph, not made
+            launch.captured = True
+        elif self.over_budget_at is None:
+            for value in launch.arrays_in + launch.arrays_out:
                 fp = fingerprint(value)
                 known = self.latest.get(id(value))
                 if known is None or known[0] != fp:
@@ -113,6 +119,7 @@ def record_tangents(
     tangent keeps every such structure."""
     import numpy as np
 
+    from gradcheck.probes.launch_values import floats, has_floats
     from gradcheck.probes.warp_compat import is_float_array
 
     rng = np.random.default_rng(seed)
@@ -144,22 +151,21 @@ def record_tangents(
     for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
         # arguments match by position: the same launch in each run passes the same arrays
         entry = {}
-        for value, v_up, v_down in zip(base.inputs, up.inputs, down.inputs):
-            if is_plain_array(value) and is_float_array(value) and id(v_up) in up.pre and id(v_down) in down.pre:
-                a = up.pre[id(v_up)].numpy().astype(np.float64)
-                b = down.pre[id(v_down)].numpy().astype(np.float64)
+        for value, v_up, v_down in zip(base.arrays_in, up.arrays_in, down.arrays_in):
+            if has_floats(value) and id(v_up) in up.pre and id(v_down) in down.pre:
+                a, b = floats(up.pre[id(v_up)]), floats(down.pre[id(v_down)])
                 if a.shape == b.shape:
                     entry[id(value)] = (a - b) / (2 * step)
         tangents[base.index] = entry
     return tangents
 
 
-_ARRAY_CLASS: list = []
+def _inputs_written(kernel, inputs) -> list:
+    """Inputs the kernel's source stores into (Warp's examples update state in place through ``inputs=``): the
+    inputs/outputs split is a convention, the syntax tree says what is written (nothing when it cannot tell)."""
+    from gradcheck.probes.warp_compat import argument_access, kernel_argument_names
 
-
-def is_plain_array(value) -> bool:
-    if not _ARRAY_CLASS:
-        from gradcheck.probes.warp_compat import array_class
-
-        _ARRAY_CLASS.append(array_class())
-    return isinstance(value, _ARRAY_CLASS[0]) and bool(value.ptr)
+    access = argument_access(kernel)
+    if not access.known:
+        return []
+    return [value for name, value in zip(kernel_argument_names(kernel), inputs) if name in access.writes]

@@ -14,7 +14,8 @@ import math
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
 from gradcheck.probes.finite_diff import Rollouts, param_scale
-from gradcheck.probes.launch_record import Launch, is_plain_array
+from gradcheck.probes.launch_record import Launch
+from gradcheck.probes.launch_values import adjoint_of, floats, has_floats, substitute, with_floats
 
 
 def _label(unit: list[Launch]) -> tuple[int, str, str | None]:
@@ -60,7 +61,9 @@ def _tangent(unit: list[Launch], keys: list[int], tangents) -> dict | None:
 
 def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None) -> LaunchVerdict:
     """The verdict on one unit (see the module docstring)."""
-    refused = _refused(unit)
+    refused = _refused(unit, path)
+    if isinstance(refused, LaunchVerdict):
+        return refused
     if refused:
         return _not_checked(unit, refused)
     replay = _Replay(unit)
@@ -71,17 +74,26 @@ def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tan
     return replay.judge(finals, perturbable, options, rng, tangents)
 
 
-def _refused(unit: list[Launch]) -> str | None:
-    """Why the unit cannot be replayed, or None."""
-    from gradcheck.probes.warp_compat import backward_disabled, is_struct_instance
+def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
+    """Why the unit cannot be replayed (a verdict of its own for a kernel without adjoint on the gradient path),
+    or None."""
+    from gradcheck.probes.warp_compat import backward_disabled
 
+    depends, feeds = path
     for launch in unit:
-        if not launch.pre and any(is_plain_array(v) for v in launch.inputs + launch.outputs):
+        if launch.captured:
+            return "launched during CUDA graph capture: its inputs cannot be copied then (check it without capture)"
+        if not launch.pre and (launch.arrays_in or launch.arrays_out):
             return "over the memory budget for copies of forward values"
-        if any(is_struct_instance(v) for v in launch.inputs + launch.outputs):
-            return "takes a struct argument (not replayed yet)"
         if backward_disabled(launch.kernel):
-            return "built with enable_backward=False"
+            if launch.reads & depends and launch.writes & feeds:
+                index, key, where = _label([launch])
+                note = (
+                    "built with enable_backward=False on the gradient path: Warp's backward skips it, so every "
+                    "gradient through it is dropped (zero upstream)"
+                )
+                return LaunchVerdict(index, key, where, "no-backward", note=note)
+            return "built with enable_backward=False (off the gradient path)"
     return None
 
 
@@ -94,10 +106,9 @@ class _Replay:
         self.unit = unit
         self.arrays: dict[int, object] = {}
         for launch in unit:
-            for v in launch.inputs + launch.outputs:
-                if is_plain_array(v):
-                    self.arrays.setdefault(id(v), v)
-        self.outputs = set().union(*(launch.writes for launch in unit))
+            for v in launch.arrays_in + launch.arrays_out:
+                self.arrays.setdefault(id(v), v)
+        self.outputs = {id(v) for launch in unit for v in launch.arrays_out}  # as the launches declared them
         self.first_pre: dict = {}
         for launch in unit:
             for key, copy in launch.pre.items():
@@ -111,7 +122,6 @@ class _Replay:
 
     def forward(self, perturb: dict | None = None, keep: bool = False) -> dict:
         """Run the unit from the values its first launch read (``perturb``: key → added to an input)."""
-        import numpy as np
         import warp as wp
 
         perturb = perturb or {}
@@ -126,8 +136,7 @@ class _Replay:
                 if key in produced or (position == 0 and key not in perturb):
                     continue
                 if key in perturb:
-                    values = copy.numpy().astype(np.float64) + perturb[key]
-                    work[key].assign(values.astype(copy.numpy().dtype))
+                    work[key].assign(with_floats(copy, floats(copy) + perturb[key]))
                 else:
                     wp.copy(work[key], copy)
             _launch(launch, work)
@@ -137,56 +146,61 @@ class _Replay:
         return work
 
     def choose(self, read_after, path) -> tuple[list, list] | str:
-        """(outputs to weigh, inputs to perturb) on the gradient path, or why there are none."""
-        from gradcheck.probes.warp_compat import is_float_array
+        """(outputs to weigh, inputs to perturb) on the gradient path, or why there are none.
 
+        Inputs are the arrays a launch of the unit reads before the unit wrote them, in-place ones included (an
+        input the launch also writes: perturbed at the value it had before, weighed at the value it left)."""
         arrays, unit = self.arrays, self.unit
         # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
         # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
-        written = {key for key in arrays if _raw(self.base[key]) != _raw(self.first_pre[key])} | self.outputs
-        read = [id(v) for launch in unit for v in launch.inputs if is_plain_array(v)]
+        changed = {key for key in arrays if _raw(self.base[key]) != _raw(self.first_pre[key])}
+        written = changed | self.outputs
+        read, produced = [], set()
+        for launch in unit:
+            read += [key for key in launch.reads if key not in produced]
+            produced |= launch.writes
         depends, feeds = path
         grads = self.grads
-        if any(k in read and k not in self.outputs and k in grads and (k in depends or k in feeds) for k in written):
-            return "updates an input array in place (Warp's adjoint does not support that)"
         last = unit[-1].index
-        finals = [k for k in written if read_after(k, last) and is_float_array(arrays[k]) and k in grads and k in feeds]
-        perturbable = [
-            k
-            for k in dict.fromkeys(read)
-            if k not in written and k in grads and k in depends and is_float_array(arrays[k])
-        ]
+        finals = [k for k in written if read_after(k, last) and has_floats(arrays[k]) and k in grads and k in feeds]
+        perturbable = [k for k in dict.fromkeys(read) if k in grads and k in depends and has_floats(arrays[k])]
         if not finals or not perturbable:
-            return "no float input to perturb or float output to weigh"
+            return "no float input to perturb or float output to weigh on the gradient path"
+        self.in_place = [k for k in perturbable if k in changed]
         return finals, perturbable
 
     def adjoint(self, weights: dict, perturbable: list, prefill: dict) -> dict:
         """The unit's adjoints run backward as the tape runs them: output weights in, input gradients out
-        (``prefill``: what the input gradients hold before)."""
-        import numpy as np
+        (``prefill``: what the input gradients hold before).
+
+        As on the tape, each replayed array that carries a gradient in the program has its adjoint buffer as its
+        ``.grad``: Warp's adjoint of a store clears the incoming gradient only then (an in-place ``f[i] = f[i] +
+        g`` would otherwise count it twice), and reads it as the program's backward would."""
         import warp as wp
 
         first_pre = self.first_pre
         adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in self.arrays if key in self.grads}
         for key, values in {**weights, **prefill}.items():
-            adj[key].assign(values.astype(first_pre[key].numpy().dtype))
+            adj[key].assign(with_floats(adj[key], values))
         for launch in reversed(self.unit):
             # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
             own = self.replayed[launch.index]
             for key, copy in {**launch.pre, **self.post[launch.index]}.items():
                 wp.copy(own[key], copy)
+                if key in adj and not getattr(self.arrays[key], "retain_grad", False):
+                    own[key].grad = adj[key]
             wp.launch(
                 launch.kernel,
                 launch.dim,
-                inputs=[own.get(id(v), v) if is_plain_array(v) else v for v in launch.inputs],
-                outputs=[own.get(id(v), v) if is_plain_array(v) else v for v in launch.outputs],
-                adj_inputs=[adj.get(id(v)) if is_plain_array(v) else _zero_like(v) for v in launch.inputs],
-                adj_outputs=[adj.get(id(v)) if is_plain_array(v) else _zero_like(v) for v in launch.outputs],
+                inputs=[substitute(v, own) for v in launch.inputs],
+                outputs=[substitute(v, own) for v in launch.outputs],
+                adj_inputs=[adjoint_of(v, adj) for v in launch.inputs],
+                adj_outputs=[adjoint_of(v, adj) for v in launch.outputs],
                 adjoint=True,
                 device=launch.options["device"],
                 **_launch_options(launch),
             )
-        return {key: adj[key].numpy().astype(np.float64) for key in perturbable}
+        return {key: floats(adj[key]) for key in perturbable}
 
     def judge(self, finals: list, perturbable: list, options: FDOptions, rng, tangents) -> LaunchVerdict:
         import numpy as np
@@ -195,7 +209,8 @@ class _Replay:
         from gradcheck.probes.finite_diff import F32_EPS, Judge
 
         base, unit = self.base, self.unit
-        weights = {key: rng.standard_normal(base[key].numpy().shape) for key in finals}
+        base_floats = {key: floats(base[key]) for key in finals}
+        weights = {key: rng.standard_normal(base_floats[key].shape) for key in finals}
         direction = self._direction(perturbable, rng, tangents)
         self.replayed = {
             launch.index: {
@@ -205,23 +220,31 @@ class _Replay:
         }
 
         def weighted(work: dict) -> float:
-            return float(sum(np.sum(weights[k] * work[k].numpy().astype(np.float64)) for k in finals))
+            return float(sum(np.sum(weights[k] * floats(work[k])) for k in finals))
 
-        magnitude = float(sum(np.sum(np.abs(weights[k] * base[k].numpy().astype(np.float64))) for k in finals))
+        magnitude = float(sum(np.sum(np.abs(weights[k] * base_floats[k])) for k in finals))
         clean = self.adjoint(weights, perturbable, {})
-        prefill = {key: rng.standard_normal(direction[key].shape) for key in perturbable}
-        filled = self.adjoint(weights, perturbable, prefill)
+        # the accumulation test on inputs only: an in-place array's gradient arrives in the same buffer
+        pure = [key for key in perturbable if key not in self.in_place]
+        prefill = {key: rng.standard_normal(direction[key].shape) for key in pure}
+        filled = self.adjoint(weights, perturbable, prefill) if pure else clean
         ad = sum(float(np.sum(clean[k] * direction[k])) for k in perturbable)
         rollouts = _UnitRollouts(lambda delta: weighted(self.forward(delta)))
         judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
         probe = judge.probe("unit", ad, direction, 0.0)
         index, key, where = _label(unit)
         fields = (probe.rel_error, ad, probe.fd, rollouts.count)
-        if _overwrites(clean, prefill, filled, perturbable):
+        if pure and _overwrites(clean, prefill, filled, pure):
             note = "its adjoint overwrites the input gradients instead of adding to them"
             return LaunchVerdict(index, key, where, "assigns", *fields, note=note)
         if not probe.converged:
             return LaunchVerdict(index, key, where, "no-verdict", *fields)
+        if probe.rel_error >= options.warn and self.in_place:
+            note = (
+                f"it updates {_names(unit, self.in_place)} in place, and Warp's backward replays the kernel with the "
+                "overwritten values"
+            )
+            return LaunchVerdict(index, key, where, "mismatch", *fields, note=note)
         return LaunchVerdict(index, key, where, "mismatch" if probe.rel_error >= options.warn else "ok", *fields)
 
     def _direction(self, perturbable: list, rng, tangents) -> dict:
@@ -229,7 +252,7 @@ class _Replay:
         size of the inputs' scales together."""
         import numpy as np
 
-        x0 = {key: self.first_pre[key].numpy().astype(np.float64) for key in perturbable}
+        x0 = {key: floats(self.first_pre[key]) for key in perturbable}
         scale = {key: param_scale(x0[key]) for key in perturbable}
         raw = _tangent(self.unit, perturbable, tangents)
         if raw is None:
@@ -257,11 +280,22 @@ def _launch(launch: Launch, work: dict) -> None:
     wp.launch(
         launch.kernel,
         launch.dim,
-        inputs=[work.get(id(v), v) if is_plain_array(v) else v for v in launch.inputs],
-        outputs=[work.get(id(v), v) if is_plain_array(v) else v for v in launch.outputs],
+        inputs=[substitute(v, work) for v in launch.inputs],
+        outputs=[substitute(v, work) for v in launch.outputs],
         device=launch.options["device"],
         **_launch_options(launch),
     )
+
+
+def _names(unit: list[Launch], keys: list) -> str:
+    """``kernel.argument`` (``kernel.argument.field`` inside a struct) of each key, as the unit's launches name them."""
+    from gradcheck.probes.launch_values import leaf_labels
+
+    labels = {}
+    for launch in unit:
+        for key, label in leaf_labels(launch).items():
+            labels.setdefault(key, label)
+    return ", ".join(labels.get(key, "an array") for key in keys)
 
 
 def _launch_options(launch: Launch) -> dict:
@@ -281,11 +315,3 @@ def _raw(array) -> int:
 
     values = np.ascontiguousarray(array.numpy())
     return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
-
-
-def _zero_like(value):
-    """The adjoint of a non-array argument: zero of its type, or None for what has none."""
-    try:
-        return type(value)(0) if not isinstance(value, bool) else False
-    except Exception:  # noqa: BLE001 - vectors, structs: Warp accepts None for an unused adjoint
-        return None
