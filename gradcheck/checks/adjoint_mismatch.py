@@ -32,17 +32,27 @@ outputs the loss depends on are tested: derivatives no gradient flows through ar
 
 Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
 the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
-Not checked (listed in the evidence): launches with struct arguments, launches that update an input array in
-place, kernels built with enable_backward=False. Tape entries that are not launches (the adjoint wp.copy
-records behind wp.clone and array.assign, which before Warp 1.17 overwrote the source's gradient; any
+What it reaches: every kernel launch, whatever its arguments: struct arguments (each array field, nested
+structs and arrays of structs included, perturbed and weighed with its forward-time values), in-place launches
+(an input the kernel also writes: perturbed at the value it had before, weighed at the value it left, replayed
+as Warp's backward replays it, on the overwritten values), tile kernels (wp.launch_tiled, block_dim). A kernel
+built with enable_backward=False that lies on the gradient path is named (warning: Warp's backward skips it
+and every gradient through it is dropped). Not checked, each with its reason counted in the blame table and
+the evidence: launches past the memory budget for copies, launches made during CUDA graph capture (nothing can
+be copied then: run without capture, e.g. --device cpu, to check them), launches with no float input on the
+path from the params or no float output the loss depends on. Tape entries that are not launches (the adjoint
+wp.copy records behind wp.clone and array.assign, which before Warp 1.17 overwrote the source's gradient; any
 tape.record_func backward) have no forward to replay: they are tested for accumulation only, each gradient
 prefilled at random, and named by where they were recorded.
 
 Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
-and used after it (zero adjoint, NVIDIA/warp#729 family, live on 1.19: unroll with wp.static or carry it in an
-array); a custom backward that assigns (adj = ...) instead of accumulating (adj += ...). On old Warp, upstream
-bugs the finding names with the line: a conditional expression whose branches read the same element (1.16.0),
-a kernel opting in to enable_backward=True in a module built with it off (up to 1.17.0).
+(a struct field, an argument, array.shape) and used after it (NVIDIA/warp#729 family, live on every release so
+far: the finding names the line and the rewrite, a constant bound of at most max_unroll with a guard, or
+wp.static); a non-additive in-place update x[i] = x[i] * a[i] (Warp's backward replays it with the overwritten
+x: write to a separate output array); a custom backward that assigns (adj = ...) instead of accumulating
+(adj += ...). On old Warp, upstream bugs the finding names with the line: a conditional expression whose
+branches read the same element (1.16.0), a kernel opting in to enable_backward=True in a module built with it
+off (up to 1.17.0).
 
 Fix: correct the custom adjoint of the kernel named.
 
@@ -63,34 +73,21 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     findings = []
     for kernel, verdicts in by_kernel.items():
         bad = [v for v in verdicts if v.status in ("mismatch", "assigns")]
-        if not bad:
-            continue
-        assigns = [v for v in bad if v.status == "assigns"]
-        worst = max(bad, key=lambda v: (v.status == "assigns", v.rel_error))
-        severity = Severity.ERROR if assigns or worst.rel_error >= error else Severity.WARNING
-        what = (
-            (worst.note or "overwrites the input gradients it is given instead of adding to them")
-            if worst.status == "assigns"
-            else f"disagrees with central differences of the launch: adjoint {worst.ad:.6g} vs FD {worst.fd:.6g} "
-            f"(rel {worst.rel_error:.3g})"
-        )
-        if kernel.startswith("wp.copy") and COPY_ADJOINT_ASSIGNS.affects(trace.warp_version):
-            what += f"; {COPY_ADJOINT_ASSIGNS.note(trace.warp_version)}"
-        for bug_name, where, construct in worst.suspects:
-            bug = getattr(known_bugs, bug_name, None)
-            if bug is not None and bug.affects(trace.warp_version):
-                what += f"; {_short(where) or kernel}: {construct}: {bug.note(trace.warp_version)}"
-        findings.append(
-            Finding(
-                check=NAME,
-                severity=severity,
-                subject=launch_label(worst),
-                message=f"{len(bad)} of {len(verdicts)} launches of {kernel} have a wrong adjoint; the worst, "
-                f"{launch_label(worst)}, {what}",
-                hint=fix_for(worst),
-                evidence=_evidence(blame, verdicts, bad, warn),
+        if bad:
+            findings.append(_wrong(trace, blame, kernel, verdicts, bad, warn, error))
+        dropped = [v for v in verdicts if v.status == "no-backward"]
+        if dropped:
+            findings.append(
+                Finding(
+                    check=NAME,
+                    severity=Severity.WARNING,
+                    subject=launch_label(dropped[0]),
+                    message=f"{len(dropped)} of {len(verdicts)} launches of {kernel} are {dropped[0].note}",
+                    hint=f"remove enable_backward=False from {kernel} (or its module) if gradients should flow "
+                    "through it; leave it if the cut is meant (a stop-gradient)",
+                    evidence=_evidence(blame, verdicts, dropped, warn),
+                )
             )
-        )
     split = [v for v in blame.verdicts if v.status == "split"]
     if split:
         kernels = sorted({v.kernel for v in split})
@@ -108,6 +105,46 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
+def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: float) -> Finding:
+    """The finding for a kernel with wrong launches: the worst one, what it does wrong, the construct in its source
+    that Warp mishandles (line and rewrite) when there is one."""
+    assigns = [v for v in bad if v.status == "assigns"]
+    worst = max(bad, key=lambda v: (v.status == "assigns", v.rel_error))
+    severity = Severity.ERROR if assigns or worst.rel_error >= error else Severity.WARNING
+    if worst.status == "assigns":
+        what = worst.note or "overwrites the input gradients it is given instead of adding to them"
+    else:
+        what = (
+            f"disagrees with central differences of the launch: adjoint {worst.ad:.6g} vs FD {worst.fd:.6g} "
+            f"(rel {worst.rel_error:.3g})"
+        )
+        if worst.note:
+            what += f": {worst.note}"
+    if kernel.startswith("wp.copy") and COPY_ADJOINT_ASSIGNS.affects(trace.warp_version):
+        what += f"; {COPY_ADJOINT_ASSIGNS.note(trace.warp_version)}"
+    rewrites = []
+    for bug_name, where, construct, *rest in worst.suspects:
+        bug = getattr(known_bugs, bug_name, None)
+        if bug is None or not bug.affects(trace.warp_version):
+            continue
+        rewrite = rest[0] if rest else ""
+        if rewrite and not hasattr(bug, "fixed_in"):  # wrong on every release: the rewrite is the fix, said once
+            what += f"; {_short(where) or kernel}: {construct}: {bug.issue}, wrong on every Warp release so far"
+        else:
+            what += f"; {_short(where) or kernel}: {construct}: {bug.note(trace.warp_version)}"
+        if rewrite:
+            rewrites.append(f"at {_short(where) or kernel}: {rewrite}")
+    return Finding(
+        check=NAME,
+        severity=severity,
+        subject=launch_label(worst),
+        message=f"{len(bad)} of {len(verdicts)} launches of {kernel} have a wrong adjoint; the worst, "
+        f"{launch_label(worst)}, {what}",
+        hint="; ".join(rewrites) if rewrites else fix_for(worst),
+        evidence=_evidence(blame, verdicts, bad, warn),
+    )
+
+
 def fix_for(verdict: LaunchVerdict) -> str:
     """What to change for a wrong launch or tape entry."""
     if verdict.kernel.startswith("record_func"):
@@ -117,6 +154,8 @@ def fix_for(verdict: LaunchVerdict) -> str:
         )
     if verdict.status == "assigns":
         return f"make the adjoint of {verdict.kernel} add to the gradients it is given (+=, not =)"
+    if verdict.note and "in place" in verdict.note:
+        return f"write the result of {verdict.kernel} to a separate output array and read that downstream"
     return (
         f"check the adjoint of {verdict.kernel} (its @wp.func_grad functions, and loops whose trip count is known "
         "only at run time)"
@@ -155,13 +194,26 @@ def _evidence(blame, verdicts, shown, warn) -> dict:
                 "adjoint": v.ad,
                 "fd": v.fd,
                 "note": v.note,
-                "suspects": [{"bug": b, "where": w, "what": t} for b, w, t in v.suspects],
+                "suspects": [
+                    {"bug": b, "where": w, "what": t, "rewrite": rest[0] if rest else ""}
+                    for b, w, t, *rest in v.suspects
+                ],
             }
             for v in sorted(shown, key=lambda v: -v.rel_error)[:10]
         ],
         "kernel_launches": len(verdicts),
         "all_launches": statuses,
+        "not_checked": _reasons(blame.verdicts),
         "why": blame.why,
         "note": blame.note,
         "seconds": blame.seconds,
     }
+
+
+def _reasons(verdicts) -> dict[str, int]:
+    """Why launches were not checked: one reason per launch, counted, most common first."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        if v.status == "not-checked":
+            counts[v.note or "no reason given"] = counts.get(v.note or "no reason given", 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))

@@ -49,6 +49,11 @@ def _blame_summary(trace: Trace) -> BlameSummary | None:
             statuses[v.status] = statuses.get(v.status, 0) + 1
         judged = [v for v in verdicts if v.status in ("ok", "mismatch", "assigns")]
         worst = max(judged, key=lambda v: v.rel_error, default=None)
+        reasons: dict[str, int] = {}
+        for v in verdicts:
+            if v.status == "not-checked":
+                reason = v.note or "no reason given"
+                reasons[reason] = reasons.get(reason, 0) + 1
         kernels.append(
             KernelBlame(
                 kernel,
@@ -57,9 +62,15 @@ def _blame_summary(trace: Trace) -> BlameSummary | None:
                 statuses,
                 worst.rel_error if worst else 0.0,
                 worst.index if worst else None,
+                reasons,
             )
         )
-    kernels.sort(key=lambda k: (-(k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0)), -k.worst_rel_error))
+    kernels.sort(
+        key=lambda k: (
+            -(k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0) + k.statuses.get("no-backward", 0)),
+            -k.worst_rel_error,
+        )
+    )
     return BlameSummary(blame.why, blame.skipped, blame.note, blame.seconds, tuple(kernels))
 
 

@@ -151,12 +151,18 @@ def _blame(console, blame) -> None:
     table.add_column("worst rel", justify="right", no_wrap=True)
     table.add_column("other", overflow="fold", ratio=2)
     for k in blame.kernels:
-        wrong = k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0)
+        wrong = k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0) + k.statuses.get("no-backward", 0)
         other = ", ".join(f"{n} {s}" for s, n in sorted(k.statuses.items()) if s not in ("ok", "mismatch", "assigns"))
         where = k.where.rsplit("/", 1)[-1] if k.where else "?"
         style = "red" if wrong else "green"
         table.add_row(k.kernel, where, str(k.launches), f"[{style}]{wrong}[/]", f"{k.worst_rel_error:.2g}", other)
     console.print(table)
+    reasons = blame.not_checked
+    if reasons:
+        console.print(
+            f"not checked: {sum(reasons.values())} launches — "
+            + "; ".join(f"{n} {_escape(reason)}" for reason, n in reasons.items())
+        )
 
 
 def _summary(report) -> str:

@@ -101,7 +101,7 @@ RUNTIME_LOOP_CARRIED = LiveBug(
     "1.19.0",
 )
 IN_PLACE_OVERWRITE = LiveBug(
-    "the in-place replay bug (field notes)",
+    "the in-place replay bug (backward re-runs a kernel on the values its arrays hold then)",
     "a kernel that overwrites an array element it reads, not additively (x[i] = x[i] * a[i]), is replayed on the "
     "overwritten value by the backward, so the other operands' gradients are wrong; additive updates are right",
     "write the result to a separate output array (x_out[i] = x[i] * a[i]) and read that downstream",

@@ -102,6 +102,7 @@ class KernelBlame:
     statuses: Mapping[str, int]  # "ok", "mismatch", "assigns", "split", "no-verdict", "not-checked" → count
     worst_rel_error: float  # over the launches with a verdict
     worst_launch: int | None  # its tape index
+    not_checked: Mapping[str, int] = field(default_factory=dict)  # why its launches were not checked → count
 
     def to_dict(self) -> dict:
         return {
@@ -111,6 +112,7 @@ class KernelBlame:
             "statuses": dict(self.statuses),
             "worst_rel_error": _json_float(self.worst_rel_error),
             "worst_launch": self.worst_launch,
+            "not_checked": dict(self.not_checked),
         }
 
 
@@ -124,6 +126,15 @@ class BlameSummary:
     seconds: float
     kernels: tuple[KernelBlame, ...] = ()
 
+    @property
+    def not_checked(self) -> dict[str, int]:
+        """Why launches were not checked, one reason per launch, counted over every kernel (most common first)."""
+        counts: dict[str, int] = {}
+        for kernel in self.kernels:
+            for reason, count in kernel.not_checked.items():
+                counts[reason] = counts.get(reason, 0) + count
+        return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
     def to_dict(self) -> dict:
         return {
             "why": self.why,
@@ -131,6 +142,7 @@ class BlameSummary:
             "note": self.note,
             "seconds": round(self.seconds, 3),
             "kernels": [k.to_dict() for k in self.kernels],
+            "not_checked": self.not_checked,
         }
 
 

@@ -184,14 +184,15 @@ class LaunchVerdict:
     kernel: str
     where: str | None  # file:line of the wp.launch call
     # "ok" | "mismatch" | "assigns" | "split" (fails alone, passes with its consumers) | "no-verdict" | "not-checked"
+    # (note: why) | "no-backward" (an enable_backward=False kernel on the gradient path)
     status: str
     rel_error: float = 0.0
     ad: float = 0.0  # <J^T w, u> from the launch's adjoint
     fd: float = 0.0  # <w, dF/du> from central differences of the launch
     rollouts: int = 0
     note: str | None = None
-    # constructs in the kernel a known Warp bug mishandles: (KnownBug name, file:line, what), see kernel_patterns
-    suspects: tuple[tuple[str, str | None, str], ...] = ()
+    # constructs in the kernel Warp mishandles: (KnownBug/LiveBug name, file:line, what, rewrite), see kernel_patterns
+    suspects: tuple[tuple[str, str | None, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

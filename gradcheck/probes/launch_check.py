@@ -70,7 +70,7 @@ def check_launches(
         if verdict.status in ("mismatch", "assigns"):
             from gradcheck.probes.kernel_patterns import suspects
 
-            found = tuple((s.bug, s.where, s.what) for s in suspects(launch.kernel))
+            found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
             verdict = replace(verdict, suspects=found)
         verdicts.append(verdict)
     return verdicts
