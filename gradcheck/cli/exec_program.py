@@ -49,6 +49,12 @@ def exec_program(
         metavar="N",
         help="after them, audit every Nth backward and the one after it (1: every backward)",
     ),  # fmt: skip
+    blame: bool = typer.Option(
+        False, "--blame", help="test every launch of one backward's tape against its own finite differences"
+    ),
+    blame_at: int = typer.Option(
+        None, "--blame-at", min=1, metavar="N", help="the backward --blame tests (default 1; implies --blame)"
+    ),
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
     in full, then sampled pairs; --audit-every 1 for all)."""
@@ -70,6 +76,7 @@ def exec_program(
     result, run = audit_program(
         target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
         top_level=True, cadence=(audit_first, audit_every),
+        blame_at=blame_at if blame_at is not None else (1 if blame else None),
     )  # fmt: skip
     if refresher is not None:
         refresher.close()

@@ -38,16 +38,20 @@ def audit_program(
     refresh=None,
     top_level: bool = False,
     cadence: tuple[int, int] | None = None,
+    blame_at: int | None = None,
 ) -> tuple[ScenarioResult, ProgramRun]:
     """Run the program under the observer; (its result, how it ran). The observer starts when the program imports
     Warp (at once if it is imported already): gradcheck imports nothing of Warp's on the program's behalf.
     ``refresh(result)``: called with an interim result after a backward, at most once a second; ``top_level``:
-    this process is the program's (see engine.hosting)."""
+    this process is the program's (see engine.hosting); ``blame_at``: the backward whose launches are tested one by
+    one (observe.blame_watch), None for none."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
     from gradcheck.observe.cadence import Cadence
 
-    audit = ProgramAudit(lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()))
+    audit = ProgramAudit(
+        lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at
+    )
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
     def start() -> None:
@@ -143,10 +147,10 @@ class ProgramAudit:
     ``roots()`` returns {name: object} where the program keeps its state (for names); ``params``: arrays the caller
     declares as parameters ({key: array}), judged as a scenario's params() are."""
 
-    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None):
+    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None):
         from gradcheck.observe.cadence import Cadence
 
-        self._roots, self._params, self._stop = roots, params, stop_on_dangling
+        self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
         self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
@@ -168,6 +172,10 @@ class ProgramAudit:
         )
         if self._params:
             self.observer.declare(dict(self._params))
+        if self._blame_at is not None:
+            from gradcheck.observe.blame_watch import BlameWatch
+
+            self.observer.blame = BlameWatch(self._blame_at)
         self._installed = self.observer.installed()
         self._installed.__enter__()
         return self

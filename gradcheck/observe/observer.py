@@ -103,6 +103,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         self._leaf_values: dict | None = None
         self.graphs = CapturedGraphs()
         self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
+        self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -116,7 +117,7 @@ class Observer(AuditWindows, GraphReplays, Guarded):
     def wants_launches(self) -> bool:
         """Launches are sorted out in on_launch (a forward launch with nothing to watch is cheap); none at all
         between backwards the cadence does not audit."""
-        return not self._light
+        return not self._light or (self.blame is not None and self.blame.recording)
 
     def declare(self, params: dict) -> None:
         """The driver's params, by key (a scenario's params())."""
@@ -174,6 +175,8 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         with self._guard("finish"):
             self._flush_zero()
             self._close()
+        if self.blame is not None:
+            self._blame_settle()
         once = (
             "write-after-read not checked on the captured forward: its graph ran once (CUDA maps a graph's own "
             "memory only once it has run, and gradcheck replays the forward before the next run)"
@@ -185,7 +188,8 @@ class Observer(AuditWindows, GraphReplays, Guarded):
 
     def trace_fields(self) -> dict:
         """The Trace fields the observer knows (the driver adds scenario, device, probes)."""
-        return {
+        blame = {"launch_checks": self.blame.result} if self.blame is not None else {}  # exec --blame's
+        return blame | {
             "params": self.log.traces(self.book.roles()),
             "passes": tuple(self.log.records),
             "tolerance": self.reader.tolerance,
@@ -199,6 +203,8 @@ class Observer(AuditWindows, GraphReplays, Guarded):
 
     # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
+        if self.blame is not None:
+            self._blame_enter(tape)
         if not self.cadence.full(self.backwards + 1):
             if not self._light and not capturing():
                 with self._guard("iteration"):
@@ -244,6 +250,11 @@ class Observer(AuditWindows, GraphReplays, Guarded):
                 self._inputs[id(tape)] = (tape, InputWatch(tape))
 
     def on_launch(self, call, run):
+        if self.blame is not None and self.blame.recording:
+            recording = active_tape()
+            if recording is not None:
+                with self._guard("blame"):
+                    self.blame.before_launch(call, recording)
         if self._light:
             return run()
         recording = active_tape()
@@ -273,6 +284,8 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
+        if self.blame is not None:
+            self._blame_backward(tape, loss, grads)
         if not self.cadence.full(self.backwards + 1) and self._stays_light(tape):
             return self._light_backward(run, tape, loss, grads)
         self._arm()
@@ -322,6 +335,37 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         if self.use.active and not self._light and not capturing():
             with self._guard("host read"):
                 self.use.read(array)
+
+    # -- exec --blame (observe.blame_watch) ----------------------------------------------------------------------
+    def _blame_enter(self, tape) -> None:
+        self._blame_settle()
+        with self._guard("blame"):
+            self.blame.on_tape_enter(tape, self.backwards)
+        if self.blame.recording and self._light and self.launch_switch is not None:
+            self.launch_switch.on()  # the cadence skips this backward, the launches of its recording are copied
+
+    def _blame_backward(self, tape, loss, grads) -> None:
+        self._blame_settle()
+        with self._guard("blame"):
+            self.blame.on_backward(tape, loss, grads, self.backwards + 1)
+        if self._light and self.launch_switch is not None:
+            self.launch_switch.off()
+
+    def _blame_settle(self) -> None:
+        """The blamed backward's gradients have been used: its launches are tested on the path from the params the
+        program updated (none seen: the recording's leaves)."""
+        if self.blame.result is not None:
+            return
+        self._depth += 1
+        try:
+            from gradcheck.probes.warp_compat.runtime import quiet
+
+            with quiet():
+                self.blame.settle(self.book.params())
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
+            self.blame.failed(f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
+        finally:
+            self._depth -= 1
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:

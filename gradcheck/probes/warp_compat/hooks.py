@@ -36,8 +36,12 @@ class LaunchCall:
 
     @property
     def site(self) -> str | None:
-        """``file:line`` of the call, as Warp records it on the tape."""
-        return f"{self.frame.f_code.co_filename}:{self.frame.f_lineno}" if self.frame is not None else None
+        """``file:line`` of the call: the program's, past Warp's own helpers (``wp.launch_tiled`` calls the
+        launch itself)."""
+        frame = self.frame
+        while frame is not None and frame.f_back is not None and _is_warp_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
 
     def get(self, name: str, default=None):
         if name in self._kwargs:
@@ -90,6 +94,18 @@ class LaunchCall:
             "block_dim": self.get("block_dim"),
             "where": self.site,
         }
+
+
+def _is_warp_file(filename: str) -> bool:
+    """A file of Warp's own package (its helpers), not a program's (Warp's examples and tests are programs)."""
+    import os
+
+    import warp
+
+    root = os.path.dirname(warp.__file__) + os.sep
+    if not filename.startswith(root):
+        return False
+    return not filename[len(root) :].startswith(("examples", "tests"))
 
 
 def kernel_argument_names(kernel) -> list[str]:

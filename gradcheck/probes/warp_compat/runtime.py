@@ -201,6 +201,19 @@ def active_tape():
     return _runtime_attribute("tape")
 
 
+@contextlib.contextmanager
+def no_active_tape():
+    """No tape recording while inside (gradcheck's own launches and copies in the middle of a program's
+    ``with tape:``): Warp records into ``runtime.tape``, put back on exit."""
+    runtime = internal_module("context").runtime
+    saved = getattr(runtime, "tape", None)
+    runtime.tape = None
+    try:
+        yield
+    finally:
+        runtime.tape = saved
+
+
 def capturing() -> bool:
     """Whether the current device is capturing a graph (CUDA stream capture; on 1.19, CPU graph capture too).
 
