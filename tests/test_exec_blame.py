@@ -85,3 +85,17 @@ def test_the_cli_flag_keeps_the_programs_output_and_exit_status():
     assert losses(proc.stdout) == losses(python.stdout) != []  # the program computed what it computes under python
     assert [f["check"] for f in scenario["findings"] if f["check"] == "adjoint-mismatch"] == ["adjoint-mismatch"]
     assert scenario["blame"]["kernels"][0]["kernel"] == "shade_runtime_loop"
+
+
+def test_launches_captured_in_a_graph_are_listed_with_the_reason():
+    """A launch recorded into a graph does not run then: nothing of its inputs can be copied, so blame says so
+    for each (a run without capture checks them)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    captured = str(TESTS / "programs" / "exec" / "captured_training.py")
+    result, run = audit_program(captured, ["--capture", "both", "--iterations", "3", "--device", "cpu"], blame_at=1)
+    assert run.status in (None, 0), run.error
+    assert blamed(result) == []
+    assert result.blame.not_checked == {
+        "launched during graph capture: its inputs cannot be copied then (check it on a run without capture)": 2
+    }

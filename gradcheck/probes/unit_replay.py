@@ -82,7 +82,7 @@ def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
     depends, feeds = path
     for launch in unit:
         if launch.captured:
-            return "launched during CUDA graph capture: its inputs cannot be copied then (check it without capture)"
+            return "launched during graph capture: its inputs cannot be copied then (check it on a run without capture)"
         if not launch.pre and (launch.arrays_in or launch.arrays_out):
             return "over the memory budget for copies of forward values"
         if backward_disabled(launch.kernel):
