@@ -115,7 +115,19 @@ class _Replay:
                 self.first_pre.setdefault(key, copy)
         self.post: dict[int, dict] = {}  # launch index → its arrays as it left them (the base run)
         self.buffers = {key: wp.clone(self.first_pre[key], requires_grad=False) for key in self.arrays}
-        self.base = {key: wp.clone(v, requires_grad=False) for key, v in self.forward(keep=True).items()}
+        # buffers that may differ from first_pre now (restored before the next run): every one until the base run
+        # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
+        self._dirty, self._writes = set(), set(self.arrays)
+        work = self.forward(keep=True)
+        # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
+        # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
+        self.changed = self.outputs | {
+            key for key in self.arrays if key not in self.outputs and _raw(work[key]) != _raw(self.first_pre[key])
+        }
+        self._writes = self.changed | set().union(*(launch.writes for launch in unit))
+        self.base = {
+            key: wp.clone(work[key], requires_grad=False) for key in self.arrays if key in self.changed | self.outputs
+        }
         # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
         # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
         self.grads = {key for key, a in self.arrays.items() if getattr(a, "requires_grad", False)}
@@ -126,8 +138,9 @@ class _Replay:
 
         perturb = perturb or {}
         work = self.buffers
-        for key in self.arrays:
+        for key in self._dirty:
             wp.copy(work[key], self.first_pre[key])
+        dirty = set(perturb) | self._writes
         produced: set[int] = set()  # arrays an earlier launch of the unit wrote: those flow on
         for position, launch in enumerate(self.unit):
             # everything else as this launch found it in the forward (launches outside the unit may have run in
@@ -139,10 +152,16 @@ class _Replay:
                     work[key].assign(with_floats(copy, floats(copy) + perturb[key]))
                 else:
                     wp.copy(work[key], copy)
+                dirty.add(key)
             _launch(launch, work)
             produced |= launch.writes
-            if keep:
-                self.post[launch.index] = {key: wp.clone(work[key], requires_grad=False) for key in launch.writes}
+            if keep:  # what it wrote, declared or not (an input updated in place)
+                self.post[launch.index] = {
+                    key: wp.clone(work[key], requires_grad=False)
+                    for key, copy in launch.pre.items()
+                    if key in launch.writes or _raw(work[key]) != _raw(copy)
+                }
+        self._dirty = dirty
         return work
 
     def choose(self, read_after, path) -> tuple[list, list] | str:
@@ -150,10 +169,7 @@ class _Replay:
 
         Inputs are the arrays a launch of the unit reads before the unit wrote them, in-place ones included (an
         input the launch also writes: perturbed at the value it had before, weighed at the value it left)."""
-        arrays, unit = self.arrays, self.unit
-        # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
-        # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
-        changed = {key for key in arrays if _raw(self.base[key]) != _raw(self.first_pre[key])}
+        arrays, unit, changed = self.arrays, self.unit, self.changed
         written = changed | self.outputs
         read, produced = [], set()
         for launch in unit:
@@ -182,9 +198,10 @@ class _Replay:
         adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in self.arrays if key in self.grads}
         for key, values in {**weights, **prefill}.items():
             adj[key].assign(with_floats(adj[key], values))
+        own = self.buffers  # the forward's buffers: restored before its next run
+        self._dirty = set(self.arrays)
         for launch in reversed(self.unit):
             # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
-            own = self.replayed[launch.index]
             for key, copy in {**launch.pre, **self.post[launch.index]}.items():
                 wp.copy(own[key], copy)
                 if key in adj and not getattr(self.arrays[key], "retain_grad", False):
@@ -204,7 +221,6 @@ class _Replay:
 
     def judge(self, finals: list, perturbable: list, options: FDOptions, rng, tangents) -> LaunchVerdict:
         import numpy as np
-        import warp as wp
 
         from gradcheck.probes.finite_diff import F32_EPS, Judge
 
@@ -212,12 +228,6 @@ class _Replay:
         base_floats = {key: floats(base[key]) for key in finals}
         weights = {key: rng.standard_normal(base_floats[key].shape) for key in finals}
         direction = self._direction(perturbable, rng, tangents)
-        self.replayed = {
-            launch.index: {
-                k: wp.clone(c, requires_grad=False) for k, c in {**launch.pre, **self.post[launch.index]}.items()
-            }
-            for launch in unit
-        }
 
         def weighted(work: dict) -> float:
             return float(sum(np.sum(weights[k] * floats(work[k])) for k in finals))
