@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
+import json
 import os
 import platform
 import statistics
@@ -438,7 +439,79 @@ def flat_rows(r: dict) -> str:
     return "\n".join(rows)
 
 
-ONLY = ("E1", "E2", "E3", "E4", "E5")
+ONLY = ("E1", "E2", "E3", "E4", "E5", "B1", "B2")
+
+
+def blame_vs_gradcheck_tape(device: str, steps: str = STEPS) -> dict:
+    """B1 alone: the per-launch adjoint test over every launch of cartpole (stock, shared scratch) and
+    warp.autograd.gradcheck_tape on the same tape, measured in one run."""
+    import contextlib
+    import io
+
+    from warp.autograd import gradcheck_tape as warp_gradcheck_tape
+
+    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.scenarios.cartpole import CartPole
+
+    wp = load_warp()
+    scenario = CartPole()
+    with wp.ScopedDevice(device):
+        scenario.setup(device, steps=steps, scratch="shared")
+        params = scenario.params()
+        snapshots = {k: wp.clone(a, requires_grad=False) for k, a in params.items()}
+        row = blame_cost(scenario, params, snapshots)
+        tape = wp.Tape()
+        with tape:
+            scenario.forward()
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            passed = warp_gradcheck_tape(tape, raise_exception=False, show_summary=False)
+        row.update(gradcheck_tape_s=time.perf_counter() - started, gradcheck_tape_passed=bool(passed))
+        row["gradcheck_tape_launches"] = len(tape.launches)
+    return row
+
+
+def exec_blame(rounds: int) -> dict:
+    """B2: `gradcheck exec --blame` (every launch of the first backward tested) on diffsim_ball vs plain python."""
+    import tempfile
+
+    report = Path(tempfile.gettempdir()) / "gradcheck-bench-b2.json"
+    program = ["-m", "newton.examples", "diffsim_ball", "--viewer", "null", "--num-frames", "3", "--device", "cpu"]
+    plain = [sys.executable, *program]
+    audited = [sys.executable, "-m", "gradcheck", "exec", "--blame", "--format", "json", "--output", str(report)]
+    audited += program
+    wall(plain, 1), wall(audited, 1)  # warm the kernel cache
+    times = [(wall(plain, 1), wall(audited, 1)) for _ in range(rounds)]
+    blame = json.loads(report.read_text())["scenarios"][0]["blame"]
+    ratios = sorted(a / p for p, a in times)
+    return {
+        "python": sorted(p for p, _ in times)[len(times) // 2],
+        "exec": sorted(a for _, a in times)[len(times) // 2],
+        "ratio": ratios[len(ratios) // 2],
+        "launches": sum(k["launches"] for k in blame["kernels"]),
+        "statuses": {k["kernel"]: k["statuses"] for k in blame["kernels"]},
+    }
+
+
+def blame_rows(results: dict) -> list[str]:
+    rows = []
+    if "b1" in results:
+        b = results["b1"]
+        ratio = b["gradcheck_tape_s"] / b["blame_s"]
+        rows.append(
+            f"| B1 | per-launch adjoint test over every launch (`gradcheck blame`, struct arguments and in-place "
+            f"launches included) vs `warp.autograd.gradcheck_tape`, cartpole T={STEPS}, stock | **{ratio:.1f}× "
+            f"faster** ({b['blame_s']:.1f} s vs {b['gradcheck_tape_s']:.1f} s, {b['blame_launches']} launches: "
+            f"{_statuses(b['blame_statuses'])}) | ≥ 30× | {ok(ratio >= 30)} |"
+        )
+    if "b2" in results:
+        b = results["b2"]
+        rows.append(
+            f"| B2 | `gradcheck exec --blame` (every launch of backward 1 tested) on `diffsim_ball --num-frames 3` vs "
+            f"plain python | **{b['ratio']:.2f}×** ({b['exec']:.2f} s vs {b['python']:.2f} s, {b['launches']} "
+            f"launches) | ≤ 5× | {ok(b['ratio'] <= 5)} |"
+        )
+    return rows
 
 
 def only(ids: list[str], args) -> str:
@@ -455,6 +528,11 @@ def only(ids: list[str], args) -> str:
     if "E5" in ids:
         results["e5"] = diffsim(args.long_rounds)
     rows = [flat_rows(results)] if results else []
+    if "B1" in ids:
+        results["b1"] = blame_vs_gradcheck_tape(args.device)
+    if "B2" in ids:
+        results["b2"] = exec_blame(args.rounds)
+    rows += blame_rows(results)
     if "E1" in ids:
         import exec_overhead
 

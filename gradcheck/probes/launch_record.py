@@ -33,6 +33,7 @@ class Launch:
     reads: frozenset = frozenset()  # ids of arrays_in
     writes: frozenset = frozenset()  # ids of arrays_out
     captured: bool = False  # made while a CUDA graph was being captured: nothing could be copied
+    access_known: bool = False  # the kernel's source says which inputs it writes (in writes): no others change
 
 
 class LaunchRecorder:
@@ -62,7 +63,9 @@ class LaunchRecorder:
         launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
         launch.arrays_in, launch.arrays_out = leaves(inputs), leaves(outputs)
         launch.reads = frozenset(map(id, launch.arrays_in))
-        launch.writes = frozenset(map(id, launch.arrays_out + leaves(_inputs_written(kernel, inputs))))
+        written = _inputs_written(kernel, inputs)
+        launch.access_known = written is not None
+        launch.writes = frozenset(map(id, launch.arrays_out + leaves(written or [])))
         launch.where = options.get("where")  # the caller of wp.launch
         if capturing():  # a copy now would be recorded into the program's graph, not made
             launch.captured = True
@@ -160,12 +163,12 @@ def record_tangents(
     return tangents
 
 
-def _inputs_written(kernel, inputs) -> list:
+def _inputs_written(kernel, inputs) -> list | None:
     """Inputs the kernel's source stores into (Warp's examples update state in place through ``inputs=``): the
-    inputs/outputs split is a convention, the syntax tree says what is written (nothing when it cannot tell)."""
+    inputs/outputs split is a convention, the syntax tree says what is written (None when it cannot tell)."""
     from gradcheck.probes.warp_compat import argument_access, kernel_argument_names
 
     access = argument_access(kernel)
     if not access.known:
-        return []
+        return None
     return [value for name, value in zip(kernel_argument_names(kernel), inputs) if name in access.writes]

@@ -118,11 +118,14 @@ class _Replay:
         # buffers that may differ from first_pre now (restored before the next run): every one until the base run
         # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
         self._dirty, self._writes = set(), set(self.arrays)
+        self._writes_declared = set().union(*(launch.writes for launch in unit))
         work = self.forward(keep=True)
         # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
         # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
+        # an array the kernels' source never writes cannot have changed (an unreadable source: any may have)
+        candidates = self.arrays if not all(launch.access_known for launch in unit) else self._writes_declared
         self.changed = self.outputs | {
-            key for key in self.arrays if key not in self.outputs and _raw(work[key]) != _raw(self.first_pre[key])
+            key for key in candidates if key not in self.outputs and _raw(work[key]) != _raw(self.first_pre[key])
         }
         self._writes = self.changed | set().union(*(launch.writes for launch in unit))
         self.base = {
@@ -159,7 +162,7 @@ class _Replay:
                 self.post[launch.index] = {
                     key: wp.clone(work[key], requires_grad=False)
                     for key, copy in launch.pre.items()
-                    if key in launch.writes or _raw(work[key]) != _raw(copy)
+                    if key in launch.writes or (not launch.access_known and _raw(work[key]) != _raw(copy))
                 }
         self._dirty = dirty
         return work
