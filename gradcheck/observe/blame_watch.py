@@ -120,3 +120,38 @@ def _leaves(recorder) -> list:
                 found.setdefault(id(array), array)
         written |= launch.writes
     return list(found.values())
+
+
+class BlameHooks:
+    """The Observer's side of ``exec --blame``: where its hooks hand the program's recordings and backwards to the
+    BlameWatch (``self.blame``), and the launch switch the cadence turned off is on while a recording is copied."""
+
+    def _blame_enter(self, tape) -> None:
+        self._blame_settle()
+        with self._guard("blame"):
+            self.blame.on_tape_enter(tape, self.backwards)
+        if self.blame.recording and self._light and self.launch_switch is not None:
+            self.launch_switch.on()  # the cadence skips this backward, the launches of its recording are copied
+
+    def _blame_backward(self, tape, loss, grads) -> None:
+        self._blame_settle()
+        with self._guard("blame"):
+            self.blame.on_backward(tape, loss, grads, self.backwards + 1)
+        if self._light and self.launch_switch is not None:
+            self.launch_switch.off()
+
+    def _blame_settle(self) -> None:
+        """The blamed backward's gradients have been used: its launches are tested on the path from the params the
+        program updated (none seen: the recording's leaves)."""
+        if self.blame.result is not None:
+            return
+        self._depth += 1
+        try:
+            from gradcheck.probes.warp_compat.runtime import quiet
+
+            with quiet():
+                self.blame.settle(self.book.params())
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
+            self.blame.failed(f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
+        finally:
+            self._depth -= 1

@@ -31,6 +31,7 @@ from dataclasses import replace
 
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
+from gradcheck.observe.blame_watch import BlameHooks
 from gradcheck.observe.cadence import ALL, AuditWindows, Cadence
 from gradcheck.observe.gradient_use import GradientUse
 from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
@@ -49,7 +50,7 @@ from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
-class Observer(AuditWindows, GraphReplays, Guarded):
+class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
     def __init__(
@@ -335,37 +336,6 @@ class Observer(AuditWindows, GraphReplays, Guarded):
         if self.use.active and not self._light and not capturing():
             with self._guard("host read"):
                 self.use.read(array)
-
-    # -- exec --blame (observe.blame_watch) ----------------------------------------------------------------------
-    def _blame_enter(self, tape) -> None:
-        self._blame_settle()
-        with self._guard("blame"):
-            self.blame.on_tape_enter(tape, self.backwards)
-        if self.blame.recording and self._light and self.launch_switch is not None:
-            self.launch_switch.on()  # the cadence skips this backward, the launches of its recording are copied
-
-    def _blame_backward(self, tape, loss, grads) -> None:
-        self._blame_settle()
-        with self._guard("blame"):
-            self.blame.on_backward(tape, loss, grads, self.backwards + 1)
-        if self._light and self.launch_switch is not None:
-            self.launch_switch.off()
-
-    def _blame_settle(self) -> None:
-        """The blamed backward's gradients have been used: its launches are tested on the path from the params the
-        program updated (none seen: the recording's leaves)."""
-        if self.blame.result is not None:
-            return
-        self._depth += 1
-        try:
-            from gradcheck.probes.warp_compat.runtime import quiet
-
-            with quiet():
-                self.blame.settle(self.book.params())
-        except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
-            self.blame.failed(f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
-        finally:
-            self._depth -= 1
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:

@@ -44,13 +44,13 @@ def takes_struct(values) -> bool:
 def substitute(value, private: dict):
     """The argument with every array replaced by its private copy (``private``: id(array) → copy); a struct is
     rebuilt (a new instance of its type: the program's own is never written)."""
-    from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
+    from gradcheck.probes.warp_compat import is_struct_instance, new_struct_like, struct_fields
 
     if is_plain_array(value):
         return private.get(id(value), value)
     if not is_struct_instance(value):
         return value
-    rebuilt = value._cls()
+    rebuilt = new_struct_like(value)
     for name, field, _var in struct_fields(value):
         setattr(rebuilt, name, substitute(field, private))
     return rebuilt
@@ -60,12 +60,12 @@ def adjoint_of(value, adjoints: dict):
     """The adjoint argument for ``value`` (``adjoints``: id(array) → its adjoint buffer): the buffer for an array
     (None without one), for a struct a struct of its type with the buffers in its array fields, as Warp's
     ``Tape.get_adjoint`` builds it; zero of a value's type (None for what has no zero)."""
-    from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
+    from gradcheck.probes.warp_compat import is_struct_instance, new_struct_like, struct_fields
 
     if is_plain_array(value):
         return adjoints.get(id(value))
     if is_struct_instance(value):
-        adjoint = value._cls()
+        adjoint = new_struct_like(value)
         for name, field, _var in struct_fields(value):
             if is_plain_array(field) or is_struct_instance(field):
                 setattr(adjoint, name, adjoint_of(field, adjoints))

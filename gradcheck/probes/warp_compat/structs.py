@@ -128,6 +128,11 @@ def struct_vars(instance):
     return instance._cls.vars.items()
 
 
+def new_struct_like(instance):
+    """A fresh instance of the same ``wp.struct`` type (all fields at their defaults)."""
+    return instance._cls()
+
+
 def same_struct_type(a, b) -> bool:
     """Whether two struct instances are of the same ``wp.struct`` class."""
     return a._cls is b._cls

@@ -52,7 +52,7 @@ def adj_square_forgetful(x: float, adj_ret: float):
 @wp.kernel
 def shade(normals: wp.array(dtype=wp.vec3), lights: Lights, out: wp.array(dtype=float)):
     i = wp.tid()
-    lambert = 0.0
+    lambert = float(0.0)  # noqa: UP018 - a dynamic loop cannot mutate a literal constant
     for k in range(MAX_LIGHTS):
         if k < lights.num_lights:
             lambert = lambert + lights.intensities[k] * wp.max(wp.dot(normals[i], lights.dirs[k]), 0.0)
@@ -62,7 +62,7 @@ def shade(normals: wp.array(dtype=wp.vec3), lights: Lights, out: wp.array(dtype=
 @wp.kernel
 def shade_runtime_loop(normals: wp.array(dtype=wp.vec3), lights: Lights, out: wp.array(dtype=float)):
     i = wp.tid()
-    lambert = 0.0
+    lambert = float(0.0)  # noqa: UP018 - a dynamic loop cannot mutate a literal constant
     for k in range(lights.num_lights):
         lambert = lambert + lights.intensities[k] * wp.max(wp.dot(normals[i], lights.dirs[k]), 0.0)
     out[i] = lambert * lambert
@@ -71,7 +71,7 @@ def shade_runtime_loop(normals: wp.array(dtype=wp.vec3), lights: Lights, out: wp
 @wp.kernel
 def shade_forgetful(normals: wp.array(dtype=wp.vec3), lights: Lights, out: wp.array(dtype=float)):
     i = wp.tid()
-    lambert = 0.0
+    lambert = float(0.0)  # noqa: UP018 - a dynamic loop cannot mutate a literal constant
     for k in range(MAX_LIGHTS):
         if k < lights.num_lights:
             lambert = lambert + lights.intensities[k] * wp.max(wp.dot(normals[i], lights.dirs[k]), 0.0)
