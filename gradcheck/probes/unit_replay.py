@@ -118,6 +118,7 @@ class _Replay:
         # buffers that may differ from first_pre now (restored before the next run): every one until the base run
         # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
         self._dirty, self._writes = set(), set(self.arrays)
+        self._adj, self._at_base = None, False
         self._writes_declared = set().union(*(launch.writes for launch in unit))
         work = self.forward(keep=True)
         # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
@@ -164,7 +165,7 @@ class _Replay:
                     for key, copy in launch.pre.items()
                     if key in launch.writes or (not launch.access_known and _raw(work[key]) != _raw(copy))
                 }
-        self._dirty = dirty
+        self._dirty, self._at_base = dirty, keep
         return work
 
     def choose(self, read_after, path) -> tuple[list, list] | str:
@@ -197,18 +198,29 @@ class _Replay:
         g`` would otherwise count it twice), and reads it as the program's backward would."""
         import warp as wp
 
-        first_pre = self.first_pre
-        adj = {key: wp.zeros_like(first_pre[key], requires_grad=False) for key in self.arrays if key in self.grads}
+        own = self.buffers  # the forward's buffers: restored before its next run
+        if self._adj is None:  # one set of adjoint buffers a unit, aliased once
+            self._adj = {
+                key: wp.zeros_like(self.first_pre[key], requires_grad=False) for key in self.arrays if key in self.grads
+            }
+            for key, buffer in self._adj.items():
+                if not getattr(self.arrays[key], "retain_grad", False):
+                    own[key].grad = buffer
+        else:
+            for buffer in self._adj.values():
+                buffer.zero_()
+        adj = self._adj
         for key, values in {**weights, **prefill}.items():
             adj[key].assign(with_floats(adj[key], values))
-        own = self.buffers  # the forward's buffers: restored before its next run
-        self._dirty = set(self.arrays)
+        # an adjoint launch writes no forward value: one launch left as its base run left it needs no copy
+        as_left = len(self.unit) == 1 and self._at_base
+        if not as_left:
+            self._dirty = set(self.arrays)
         for launch in reversed(self.unit):
             # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
-            for key, copy in {**launch.pre, **self.post[launch.index]}.items():
-                wp.copy(own[key], copy)
-                if key in adj and not getattr(self.arrays[key], "retain_grad", False):
-                    own[key].grad = adj[key]
+            if not as_left:
+                for key, copy in {**launch.pre, **self.post[launch.index]}.items():
+                    wp.copy(own[key], copy)
             wp.launch(
                 launch.kernel,
                 launch.dim,
