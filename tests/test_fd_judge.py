@@ -9,12 +9,14 @@ import math
 
 import numpy as np
 import pytest
+from conftest import SCENARIOS, by_check, run_scenario
 
 from gradcheck.checks import fd_mismatch
 from gradcheck.model.findings import Severity
 from gradcheck.model.options import FDOptions
-from gradcheck.model.trace import FDResult, Trace
-from gradcheck.probes.finite_diff import Judge, Rollouts, ecnoise
+from gradcheck.model.trace import FDResult, Step, Trace
+from gradcheck.probes.fd_evidence import ecnoise, one_sided
+from gradcheck.probes.finite_diff import Judge, Rollouts
 
 
 class Line(Rollouts):
@@ -164,3 +166,119 @@ def test_curvature_is_not_a_kink():
     """A smooth loss's one-sided differences differ too (by f'' eps), but the gap shrinks with the step."""
     probe = judge(Line(c=0.5, g=2.0, k=40.0, sigma=0.0), ad=1.0)
     assert probe.kink is None and probe.converged and probe.rel_error > 0.4
+
+
+class Scattered(Line):
+    """A loss whose central differences scatter with the step, as a ray tracer's do across pixel edges:
+    f(x0 ± eps) = c ± eps * slopes[eps] + noise, so the central difference at a step in the table is slopes[eps]; at
+    any other offset (ECnoise's spacing) the slope is ``rest``. The noise decides which steps are tried: with
+    ``sigma=range_sigma(size)`` those from 1e-2 to 3e-1 (the smallest usable step, 2 sigma / (0.05 size), is about 8e-3)."""
+
+    def __init__(self, slopes: dict, rest: float, sigma: float):
+        super().__init__(c=3.7, g=0.0, k=0.0, sigma=sigma)
+        self.slopes, self.rest = slopes, rest
+
+    def loss(self, delta: dict) -> float:
+        t = float(delta["x"][0]) if delta else 0.0
+        return super().loss(delta) + self.slopes.get(abs(t), self.rest) * t
+
+
+def range_sigma(size: float) -> float:
+    return 2e-4 * size
+
+
+# Warp's example_diffray (a loop with a run-time trip count zeroes part of the adjoint), measured: the tape says
+# +39.6, central differences -34.5, -19.2, -30.5, -22.8 at four steps: no three agree, every one says "wrong"
+DIFFRAY = {3e-1: -34.5, 1e-1: -19.2, 3e-2: -30.5, 1e-2: -22.8}
+
+
+def test_one_sided_evidence_is_a_converged_disagreement():
+    line = Scattered(DIFFRAY, rest=-26.0, sigma=range_sigma(39.6))
+    probe = judge(line, ad=39.6)
+    assert sorted(s.eps for s in probe.steps) == sorted(DIFFRAY)  # the steps tried: the measured ones
+    assert all(abs(s.fd - DIFFRAY[s.eps]) <= s.noise for s in probe.steps)  # their values, within the noise
+    assert probe.converged and probe.fd == pytest.approx(-19.2, abs=0.1)  # judged on the estimate nearest the tape
+    assert probe.rel_error > 1.0
+    finding = _check(probe)
+    assert finding.severity == Severity.ERROR and "opposite in sign to the tape" in finding.message
+    fd = FDResult(mode="fast", directions=(probe,), rollouts=1, loss=3.7)
+    assert fd.disagrees  # so blame runs, along this probe's direction
+
+
+def test_mixed_signs_are_no_verdict():
+    line = Scattered({**DIFFRAY, 1e-1: 19.2}, rest=-26.0, sigma=range_sigma(39.6))  # one step has the tape's sign
+    probe = judge(line, ad=39.6)
+    assert len(probe.steps) == 4 and not probe.converged
+    assert _check(probe).severity == Severity.INFO
+
+
+def test_one_sided_but_within_the_spread_is_no_verdict():
+    """The estimates spread wider (4.9) than the nearest one is from the tape (1.1): they could be scattered
+    around a value near the tape's, so the sign alone does not decide."""
+    line = Scattered({3e-1: -0.1, 1e-1: -5.0, 3e-2: -0.2, 1e-2: -4.0}, rest=-0.2, sigma=range_sigma(4.0))
+    probe = judge(line, ad=1.0)
+    assert len(probe.steps) == 4 and all(s.fd < 0 for s in probe.steps) and not probe.converged
+    assert _check(probe).severity == Severity.INFO
+
+
+@pytest.mark.parametrize(("sigma", "converged"), [(range_sigma(1.0), True), (1e-3, False)])
+def test_one_sided_but_within_the_noise_is_no_verdict(sigma, converged):
+    """The same one-signed estimates near -0.1 against a tape of +1: a verdict when the noise is 2e-4 (the
+    estimate at 1e-2 carries ±0.04); with noise 1e-3 it carries ±0.2, so its sign is noise and there is none."""
+    line = Scattered({3e-1: -0.1, 1e-1: -0.12, 3e-2: -0.09, 1e-2: -0.11}, rest=-0.1, sigma=sigma)
+    probe = judge(line, ad=1.0)
+    assert len(probe.steps) >= 3 and all(s.fd < 0 for s in probe.steps)  # one-sided either way
+    assert probe.converged is converged
+    if not converged:
+        assert any(abs(s.fd) <= s.noise for s in probe.steps)
+        assert _check(probe).severity == Severity.INFO
+
+
+class ScatteredVee(Scattered):
+    """The scattered loss with a kink at the params on top: one-sided differences slope -+ j at every step."""
+
+    def __init__(self, slopes: dict, rest: float, sigma: float, j: float):
+        super().__init__(slopes, rest, sigma)
+        self.j = j
+
+    def loss(self, delta: dict) -> float:
+        t = float(delta["x"][0]) if delta else 0.0
+        return super().loss(delta) + self.j * abs(t)
+
+
+def test_one_sided_evidence_at_a_kink_is_still_no_verdict():
+    """At a kink the tape gives one side's derivative (here the right one, positive) and central differences the
+    average of both sides (negative): their signs may differ with neither wrong."""
+    probe = judge(ScatteredVee(DIFFRAY, rest=-26.0, sigma=range_sigma(39.6), j=60.0), ad=39.6)
+    assert all(s.fd < 0 for s in probe.steps) and not probe.converged
+    left, right = probe.kink
+    assert left < 0 < right  # the tape's sign is the right side's
+    finding = _check(probe)
+    assert finding.severity == Severity.INFO and "kink" in finding.message
+
+
+def test_a_tape_of_zero_has_no_sign():
+    """One-sided estimates against a tape of exactly 0 are not this rule's business (the sign of 0 is undefined)."""
+    assert one_sided(0.0, [Step(e, v, 1e-3) for e, v in DIFFRAY.items()]) is None
+    assert one_sided(39.6, [Step(e, v, 1e-3) for e, v in DIFFRAY.items()]).fd == -19.2
+
+
+def test_one_sided_needs_three_finite_estimates():
+    steps = [Step(3e-1, math.nan, math.nan), Step(1e-1, -19.2, 1e-3), Step(1e-2, -22.8, 1e-3)]
+    assert one_sided(39.6, steps) is None
+    assert one_sided(39.6, [*steps, Step(3e-2, -30.5, 1e-3)]).fd == -19.2
+
+
+def test_a_program_whose_finite_differences_scatter_one_sidedly_is_caught_and_blamed():
+    """End to end on a real Warp program (tests/scenarios/one_sided.py: hard pixel edges scatter the central
+    differences from -19 to -34.5 over the ladder's seven steps; the fault's tape says +25): an error, and the blame
+    probe runs and names the launch. The same program with the right adjoint is silent (its first step agrees)."""
+    path = str(SCENARIOS / "one_sided.py")
+    result, _ = run_scenario(path, fault="wrong-sign", passes=1)
+    (fd,) = by_check(result.findings, "fd-mismatch")
+    assert fd.severity == Severity.ERROR and "opposite in sign to the tape at all 7 step sizes" in fd.message
+    assert result.blame.why == "fd-mismatch fired"
+    (blamed,) = by_check(result.findings, "adjoint-mismatch")
+    assert blamed.severity == Severity.ERROR and blamed.subject.startswith("launch #0 render_wrong")
+    clean, _ = run_scenario(path, passes=1)
+    assert clean.findings == () and clean.blame is None

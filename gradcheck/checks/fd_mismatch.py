@@ -6,11 +6,15 @@ worst relative error of the directional derivatives (fast mode) and, when fast m
 Bands: warning from 1e-2 (warp.autograd's rtol), error from 1e-1; both configurable.
 
 Only a disagreement beyond the loss's measured noise, by an estimate that converged (three consecutive step
-sizes agreeing, at the smallest the noise allows), is a warning or an error. When finite differences never settled the check says so at info
-level: that is "cannot tell", and a gradient checker that fails correct code gets switched off.
+sizes agreeing, at the smallest the noise allows), or by estimates that are all on the other side of zero from the
+tape (each beyond its noise, the nearest farther from the tape than their spread), is a warning or an error. When
+finite differences never settled the check says so at info level: that is "cannot tell", and a gradient checker
+that fails correct code gets switched off.
 """
 
 from __future__ import annotations
+
+import math
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import Probe, Trace
@@ -22,7 +26,9 @@ EXPLAIN = """
 What it means: the tape's gradient disagrees with central finite differences of the loss, along random
 directions (fast mode) or for single elements (the worst one is named). The difference quotient is trusted only
 when it converged: to agree with the tape, estimates at two neighbouring step sizes agree within the loss's
-noise; to disagree, three do, at the smallest steps the noise allows.
+noise; to disagree, three do, at the smallest steps the noise allows, or the estimates at every step (three at
+least) have the sign opposite to the tape's, each beyond its noise, and even the nearest is farther from the tape
+than they are from each other (a loss that scatters with the step, as a ray tracer's does across pixel edges).
 
 How the judge works: a first central difference at a step of 1e-2 (relative to each param's scale) that agrees
 with the tape ends the check. On a disagreement gradcheck measures the loss's computational noise (Moré & Wild's
@@ -213,6 +219,14 @@ def _side(ad: float, left: float, right: float) -> str | None:
 
 
 def _settled(probe: Probe) -> str:
+    values = [s.fd for s in probe.steps if math.isfinite(s.fd)]
+    if len(values) > 1 and all(v * probe.ad < 0 for v in values):
+        # what one-sided evidence agrees on (the judge's fd_evidence.one_sided): the sign, not the value
+        which = "" if len(values) == len(probe.steps) else " with a finite estimate"
+        return (
+            f", opposite in sign to the tape at all {len(values)} step sizes{which}: "
+            f"{min(values):.4g} to {max(values):.4g}"
+        )
     return f", converged over {len(probe.steps)} step sizes" if len(probe.steps) > 1 else ""
 
 

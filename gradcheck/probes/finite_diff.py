@@ -25,6 +25,8 @@ by ~0.4). So:
    real programs are piecewise smooth (contacts, clamps, look-ups), and two steps across kinks can agree on
    a value that is not the derivative. A probe that never settles is "no verdict", never an error. A probe costs at most ~36
    rollouts (8-24 of them measure the noise, once per run).
+5. Estimates that never settle but all lie far on the other side of zero from the tape are a disagreement too
+   (fd_evidence.one_sided; Warp's example_diffray: tape +39.6, FD -34.5, -19.2, -30.5, -22.8 at four steps).
 
 Before any of it, the unperturbed loss must repeat: a forward that is not a function of the params
 (state carried between calls) makes every difference meaningless. Forward rollouts run without a tape,
@@ -39,6 +41,7 @@ from dataclasses import dataclass, replace
 from gradcheck.model.options import FDMode, FDOptions
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import FDResult, Probe, Step, losses_repeat
+from gradcheck.probes.fd_evidence import ecnoise, one_sided
 from gradcheck.probes.warp_compat import is_float_array
 
 FIRST_EPS = 1e-2
@@ -135,33 +138,6 @@ class Rollouts:
         return None
 
 
-def ecnoise(values) -> tuple[float | None, str]:
-    """Moré & Wild's noise estimate from f at equally spaced points: (sigma or None, why).
-
-    The k-th differences of a smooth function shrink like h^k, those of noise grow like sqrt(binom(2k, k)):
-    scaled by gamma_k = (k!)^2 / (2k)!, noise gives the same level at every order. sigma is the level of the
-    first order whose next two agree with it within a factor 4 and whose differences change sign.
-    ``why`` is "ok", "too flat" (differences mostly exactly zero: the spacing is below the resolution) or
-    "too smooth" (no order is noise-dominated: the spacing is too large)."""
-    import numpy as np
-
-    diffs = np.diff(values)
-    if np.count_nonzero(diffs) <= len(diffs) // 2:
-        return None, "too flat"
-    levels, signs = [], []
-    for k in range(1, len(values) - 2):
-        if k > 1:
-            diffs = np.diff(diffs)
-        gamma = math.factorial(k) ** 2 / math.factorial(2 * k)
-        levels.append(math.sqrt(gamma * float(np.mean(diffs * diffs))))
-        signs.append(bool(np.any(diffs > 0) and np.any(diffs < 0)))
-    for k in range(len(levels) - 2):
-        trio = levels[k : k + 3]
-        if signs[k] and min(trio) > 0 and max(trio) <= 4 * min(trio):
-            return levels[k], "ok"
-    return None, "too smooth"
-
-
 class Judge:
     """Compares the tape's derivative with finite differences along one probe at a time, spending rollouts
     only on disagreements; the loss's noise is measured once, at the first disagreement."""
@@ -222,6 +198,10 @@ class Judge:
         if limit is not None:
             kink = self._kink(steps, size)
             return self._verdict(label, ad, limit, floor, kink is None, tried, kink)
+        opposed = one_sided(ad, tried)  # unsettled, but all far on the other side of zero: a disagreement
+        if opposed is not None:  # unless at a kink, where the tape's side and the average may differ in sign
+            kink = self._kink(steps, size)
+            return self._verdict(label, ad, opposed, floor, kink is None, tried, kink)
         last = min(tried, key=lambda s: self._error(ad, s, floor))  # the closest estimate, for the record
         return self._verdict(label, ad, last, floor, False, tried)
 
