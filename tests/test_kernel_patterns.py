@@ -485,3 +485,44 @@ def test_live_bugs_affect_every_warp_and_say_so(name):
     # the version-bound bugs are as they were
     assert known_bugs.TERNARY_SAME_ELEMENT.affects("1.16.0") and not known_bugs.TERNARY_SAME_ELEMENT.affects("1.19.0")
     assert not known_bugs.TERNARY_SAME_ELEMENT.affects(None)
+
+
+# --- a launch blame could not settle, whose kernel holds the construct -----------------------------------------
+
+
+def _unsettled_trace(warp_version: str, bug: str = "RUNTIME_LOOP_CARRIED"):
+    """A trace whose per-launch test left one launch without a verdict (its own finite differences scattered, as a
+    hard-edged renderer's do) and found its kernel holding a construct: the check's input, as blame leaves it."""
+    from gradcheck.model.trace import BlameResult, LaunchVerdict, Trace
+
+    suspect = (bug, "/p/render.py:40", "`lambert` is updated in `for k in range(lights.num_lights)`", "use range(4)")
+    verdict = LaunchVerdict(0, "draw", "/p/render.py:90", "no-verdict", 0.0, 1.0, -2.0, 12, suspects=(suspect,))
+    blame = BlameResult((verdict, LaunchVerdict(1, "loss", "/p/render.py:95", "ok")), "--blame at backward 1")
+    return Trace("program", None, "cpu", launch_checks=blame, warp_version=warp_version)
+
+
+def test_an_unsettled_launch_with_a_live_construct_is_named_as_a_suspect_not_an_error():
+    from gradcheck.checks import adjoint_mismatch
+    from gradcheck.model.findings import Severity
+
+    (named,) = adjoint_mismatch.check(_unsettled_trace("1.19.0"))
+    assert named.severity == Severity.INFO and named.subject == "launch #0 draw (render.py:90)"
+    assert "render.py:40" in named.message and "a suspect, not a measured error" in named.message
+    assert named.hint == "at render.py:40: use range(4)"
+
+
+def test_an_unsettled_launch_is_silent_where_its_construct_is_right():
+    """A construct only an old release got wrong (fixed in 1.17.0) is no suspect on 1.19."""
+    from gradcheck.checks import adjoint_mismatch
+
+    assert adjoint_mismatch.check(_unsettled_trace("1.19.0", bug="TERNARY_SAME_ELEMENT")) == ()
+
+
+def test_fd_mismatch_names_the_unsettled_suspect_as_its_likely_cause():
+    from gradcheck.checks import fd_mismatch
+    from gradcheck.model.findings import Finding, Severity
+
+    finding = Finding(check="fd-mismatch", severity=Severity.ERROR, subject="x[0]", message="off", hint="", evidence={})
+    explained = fd_mismatch._explained(finding, _unsettled_trace("1.19.0"))
+    assert "likely cause: launch #0 draw (render.py:90) could not be judged alone" in explained.message
+    assert "render.py:40" in explained.message and explained.hint == "rewrite it: use range(4)"

@@ -30,6 +30,9 @@ When it runs: by itself when fd-mismatch finds a converged disagreement (to name
 always with --blame always (also `gradcheck blame SPEC`). Only inputs whose values depend on the params and
 outputs the loss depends on are tested: derivatives no gradient flows through are not the program's business.
 
+A suspect (info): a launch whose own finite differences never settle (hard edges, contacts) and whose kernel
+holds such a construct; nothing measured it wrong, and fd-mismatch names it as the likely cause.
+
 Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
 the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
 What it reaches: every kernel launch, whatever its arguments: struct arguments (each array field, nested
@@ -75,6 +78,9 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         bad = [v for v in verdicts if v.status in ("mismatch", "assigns")]
         if bad:
             findings.append(_wrong(trace, blame, kernel, verdicts, bad, warn, error))
+        unsettled = [v for v in verdicts if v.status == "no-verdict" and _live(trace, v)]
+        if unsettled and not bad:
+            findings.append(_suspected(trace, blame, kernel, verdicts, unsettled, warn))
         dropped = [v for v in verdicts if v.status == "no-backward"]
         if dropped:
             findings.append(
@@ -142,6 +148,33 @@ def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: 
         f"{launch_label(worst)}, {what}",
         hint="; ".join(rewrites) if rewrites else fix_for(worst),
         evidence=_evidence(blame, verdicts, bad, warn),
+    )
+
+
+def _live(trace: Trace, verdict: LaunchVerdict) -> list[tuple]:
+    """The verdict's suspects that apply to the running Warp: (bug, where, construct, rewrite)."""
+    found = []
+    for bug_name, where, construct, *rest in verdict.suspects:
+        bug = getattr(known_bugs, bug_name, None)
+        if bug is not None and bug.affects(trace.warp_version):
+            found.append((bug, where, construct, rest[0] if rest else ""))
+    return found
+
+
+def _suspected(trace: Trace, blame, kernel: str, verdicts, unsettled, warn: float) -> Finding:
+    """A launch the test could not settle (its own finite differences scatter: hard edges, contacts) whose kernel
+    holds a construct Warp differentiates wrongly: named as a suspect, info, since nothing measured it wrong."""
+    first = unsettled[0]
+    bug, where, construct, rewrite = _live(trace, first)[0]
+    return Finding(
+        check=NAME,
+        severity=Severity.INFO,
+        subject=launch_label(first),
+        message=f"{launch_label(first)} could not be judged alone (its finite differences did not settle), and "
+        f"{kernel} holds a construct Warp differentiates wrongly: {_short(where) or kernel}: {construct} "
+        f"({bug.issue}); a suspect, not a measured error",
+        hint=f"at {_short(where) or kernel}: {rewrite}" if rewrite else fix_for(first),
+        evidence=_evidence(blame, verdicts, unsettled, warn),
     )
 
 

@@ -142,6 +142,15 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
             f"gradients left over from an earlier backward: {', '.join(leftovers[:3])} (see zero-audit, accumulation)"
         )
         hint = "clear every gradient the tape reaches between backward calls (tape.zero(), and the arrays it misses)"
+    elif suspects := _suspects(trace, blame):
+        from gradcheck.checks.adjoint_mismatch import launch_label
+
+        verdict, where, construct, rewrite = suspects[0]
+        cause = (
+            f"{launch_label(verdict)} could not be judged alone (its finite differences did not settle) and holds a "
+            f"construct Warp differentiates wrongly: {where}: {construct} (see adjoint-mismatch)"
+        )
+        hint = f"rewrite it: {rewrite}" if rewrite else "check that launch's adjoint"
     elif blame is not None and tested:
         untested = sum(v.status in ("not-checked", "no-verdict") for v in blame.verdicts)
         cause = (
@@ -157,6 +166,25 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         hint=hint,
         evidence={**finding.evidence, "cause": cause},
     )
+
+
+def _suspects(trace: Trace, blame) -> list[tuple]:
+    """(verdict, where, construct, rewrite) of launches without a verdict whose kernel holds a construct the
+    running Warp differentiates wrongly (gradcheck.probes.kernel_patterns), the blamed launches' evidence aside."""
+    import os
+
+    from gradcheck.model import known_bugs
+
+    found = []
+    for v in blame.verdicts if blame is not None else ():
+        if v.status != "no-verdict":
+            continue
+        for name, where, construct, *rest in v.suspects:
+            bug = getattr(known_bugs, name, None)
+            if bug is not None and bug.affects(trace.warp_version):
+                short = f"{os.path.basename(where.rpartition(':')[0])}:{where.rpartition(':')[2]}" if where else "?"
+                found.append((v, short, construct, rest[0] if rest else ""))
+    return found
 
 
 def _leftovers(trace: Trace) -> list[str]:

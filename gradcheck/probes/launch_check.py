@@ -67,7 +67,7 @@ def check_launches(
                         + f": tested together they agree (rel {joint.rel_error:.2g})",
                     )
                     break
-        if verdict.status in ("mismatch", "assigns"):
+        if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
             from gradcheck.probes.kernel_patterns import suspects
 
             found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
