@@ -490,7 +490,7 @@ def test_live_bugs_affect_every_warp_and_say_so(name):
 # --- a launch blame could not settle, whose kernel holds the construct -----------------------------------------
 
 
-def _unsettled_trace(warp_version: str, bug: str = "RUNTIME_LOOP_CARRIED"):
+def _unsettled_trace(warp_version: str, bug: str = "RUNTIME_LOOP_CARRIED", gradient_wrong: bool = True):
     """A trace whose per-launch test left one launch without a verdict (its own finite differences scattered, as a
     hard-edged renderer's do) and found its kernel holding a construct: the check's input, as blame leaves it."""
     from gradcheck.model.trace import BlameResult, LaunchVerdict, Trace
@@ -498,7 +498,9 @@ def _unsettled_trace(warp_version: str, bug: str = "RUNTIME_LOOP_CARRIED"):
     suspect = (bug, "/p/render.py:40", "`lambert` is updated in `for k in range(lights.num_lights)`", "use range(4)")
     verdict = LaunchVerdict(0, "draw", "/p/render.py:90", "no-verdict", 0.0, 1.0, -2.0, 12, suspects=(suspect,))
     blame = BlameResult((verdict, LaunchVerdict(1, "loss", "/p/render.py:95", "ok")), "--blame at backward 1")
-    return Trace("program", None, "cpu", launch_checks=blame, warp_version=warp_version)
+    # what the checks read of the finite differences: whether they found the program's gradient wrong
+    fd = SimpleNamespace(disagrees=gradient_wrong, warn=1e-2, error=1e-1)
+    return Trace("program", None, "cpu", launch_checks=blame, warp_version=warp_version, fd=fd)
 
 
 def test_an_unsettled_launch_with_a_live_construct_is_named_as_a_suspect_not_an_error():
@@ -516,6 +518,13 @@ def test_an_unsettled_launch_is_silent_where_its_construct_is_right():
     from gradcheck.checks import adjoint_mismatch
 
     assert adjoint_mismatch.check(_unsettled_trace("1.19.0", bug="TERNARY_SAME_ELEMENT")) == ()
+
+
+def test_an_unsettled_launch_is_no_suspect_while_the_programs_gradient_is_right():
+    """Correct kernels hold such loops too (Newton's Featherstone): a suspect needs the gradient measured wrong."""
+    from gradcheck.checks import adjoint_mismatch
+
+    assert adjoint_mismatch.check(_unsettled_trace("1.19.0", gradient_wrong=False)) == ()
 
 
 def test_fd_mismatch_names_the_unsettled_suspect_as_its_likely_cause():

@@ -30,8 +30,10 @@ When it runs: by itself when fd-mismatch finds a converged disagreement (to name
 always with --blame always (also `gradcheck blame SPEC`). Only inputs whose values depend on the params and
 outputs the loss depends on are tested: derivatives no gradient flows through are not the program's business.
 
-A suspect (info): a launch whose own finite differences never settle (hard edges, contacts) and whose kernel
-holds such a construct; nothing measured it wrong, and fd-mismatch names it as the likely cause.
+A suspect (info): when fd-mismatch found the program's gradient wrong and no launch disagrees, a launch whose own
+finite differences never settle (hard edges, contacts) and whose kernel holds such a construct; nothing measured
+it wrong (correct kernels hold such loops too: Newton's Featherstone), and fd-mismatch names it as the likely
+cause.
 
 Not a bug: "split adjoint" (info): a launch whose adjoint is computed by its neighbours' (Newton's Featherstone:
 the Cholesky adjoint is a no-op, the solve's adjoint covers both); tested together they agree.
@@ -78,7 +80,9 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         bad = [v for v in verdicts if v.status in ("mismatch", "assigns")]
         if bad:
             findings.append(_wrong(trace, blame, kernel, verdicts, bad, warn, error))
-        unsettled = [v for v in verdicts if v.status == "no-verdict" and _live(trace, v)]
+        # only where the program's gradient is measured wrong: Newton's Featherstone has such loops, and is right
+        known_wrong = trace.fd is not None and trace.fd.disagrees
+        unsettled = [v for v in verdicts if v.status == "no-verdict" and _live(trace, v)] if known_wrong else []
         if unsettled and not bad:
             findings.append(_suspected(trace, blame, kernel, verdicts, unsettled, warn))
         dropped = [v for v in verdicts if v.status == "no-backward"]
