@@ -89,9 +89,11 @@ def test_default_list_is_every_builtin_clean_variant_and_passes(tmp_path):
     assert {s["name"] for s in data["scenarios"]} == {
         "cartpole",
         "double-pendulum",
+        "lights",
         "nested-struct",
         "rollout",
         "spring-chain",
+        "tiles",
     }
     assert data["config"] == "built-in defaults"
 
