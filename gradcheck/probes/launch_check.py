@@ -28,7 +28,7 @@ from dataclasses import replace
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
 from gradcheck.probes.launch_record import COPY_BUDGET_BYTES, Launch, LaunchRecorder, record_forward, record_tangents
-from gradcheck.probes.unit_replay import test_unit
+from gradcheck.probes.unit_replay import BufferPool, test_unit
 
 __all__ = ["COPY_BUDGET_BYTES", "check_launches", "check_recorded_functions", "record_forward", "record_tangents"]
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
@@ -42,6 +42,13 @@ def check_launches(
     """The dot-product and accumulation tests for every recorded launch, on the inputs that depend on ``params``
     and the outputs that reach the loss. ``tangents`` (record_tangents): the
     direction each launch's inputs move in when the params do, used instead of a random one."""
+    from gradcheck.probes.launch_record import paused_gc
+
+    with paused_gc():
+        return _check_launches(recorder, params, options, seed, tangents)
+
+
+def _check_launches(recorder: LaunchRecorder, params, options: FDOptions, seed: int, tangents) -> list[LaunchVerdict]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -49,14 +56,15 @@ def check_launches(
     launches = recorder.launches
     read_after = _read_after(launches, recorder.loss_id)
     path = gradient_path(launches, params, recorder.loss_id)
+    pool = BufferPool()
     for launch in launches:
-        verdict = test_unit([launch], options, rng, read_after, path, tangents)
+        verdict = test_unit([launch], options, rng, read_after, path, tangents, pool)
         if verdict.status in ("mismatch", "assigns"):
             # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
             # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
             # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
             for unit in _units_around(launches, launch):
-                joint = test_unit(unit, options, rng, read_after, path, tangents)
+                joint = test_unit(unit, options, rng, read_after, path, tangents, pool)
                 if joint.status == "ok":
                     partners = [entry for entry in unit if entry is not launch]
                     verdict = replace(

@@ -9,6 +9,7 @@ recorded forwards give the program's own tangent of each launch's inputs (``reco
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -39,7 +40,8 @@ class Launch:
 class LaunchRecorder:
     """Records every launch of one forward with copies of its array arguments as they were before it ran."""
 
-    def __init__(self, budget: int = COPY_BUDGET_BYTES):
+    def __init__(self, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
+        self.inputs_only = inputs_only  # a tangent forward needs what each launch read, nothing it wrote
         self.launches: list[Launch] = []
         self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
         self.budget, self.used = budget, 0
@@ -69,7 +71,7 @@ class LaunchRecorder:
         if capturing():  # a copy now would be recorded into the program's graph, not made
             launch.captured = True
         elif self.over_budget_at is None:
-            for value in launch.arrays_in + launch.arrays_out:
+            for value in launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out:
                 fp = _bytes_crc(value)
                 known = self.latest.get(id(value))
                 if known is None or known[0] != fp:
@@ -85,14 +87,14 @@ class LaunchRecorder:
         self.launches.append(launch)
 
 
-def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
+def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
     """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
     params decide what is tested (see ``gradient_path``): pass them to check_launches."""
     import warp as wp
 
     from gradcheck.probes.warp_compat import intercepted_launches
 
-    recorder = LaunchRecorder(budget)
+    recorder = LaunchRecorder(budget, inputs_only)
     tape = wp.Tape()
     record_func = tape.record_func
 
@@ -101,7 +103,7 @@ def record_forward(scenario, budget: int = COPY_BUDGET_BYTES):
         return record_func(backward, arrays)
 
     tape.record_func = recording_func  # on this instance only: wp.copy and user code find it as runtime.tape
-    with intercepted_launches(recorder.before), tape:
+    with paused_gc(), intercepted_launches(recorder.before), tape:
         loss = scenario.forward()
     recorder.loss_id = id(loss)
     return recorder, tape, loss
@@ -142,7 +144,7 @@ def record_tangents(
         restore()
         for key, arr in params.items():
             arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
-        run, _tape, _loss = record_forward(scenario, recorder.budget)
+        run, _tape, _loss = record_forward(scenario, recorder.budget, inputs_only=True)
         runs.append(run)
     restore()
     plus, minus = runs
@@ -184,3 +186,18 @@ def _bytes_crc(array) -> int:
     if not values.flags.c_contiguous:
         values = np.ascontiguousarray(values)
     return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Python's cyclic collector off while inside (and back as it was): blame makes tens of thousands of Warp
+    arrays and launch objects, which trigger a full collection every few hundred; ~0.3 s of cartpole's 2.8 s."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

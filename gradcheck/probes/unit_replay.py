@@ -59,19 +59,56 @@ def _tangent(unit: list[Launch], keys: list[int], tangents) -> dict | None:
     return found
 
 
-def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None) -> LaunchVerdict:
-    """The verdict on one unit (see the module docstring)."""
+def test_unit(
+    unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None
+) -> LaunchVerdict:
+    """The verdict on one unit (see the module docstring). ``pool``: a BufferPool the unit's private buffers come
+    from and go back to (a few thousand units allocate far less)."""
     refused = _refused(unit, path)
     if isinstance(refused, LaunchVerdict):
         return refused
     if refused:
         return _not_checked(unit, refused)
-    replay = _Replay(unit)
-    chosen = replay.choose(read_after, path)
-    if isinstance(chosen, str):
-        return _not_checked(unit, chosen)
-    finals, perturbable = chosen
-    return replay.judge(finals, perturbable, options, rng, tangents)
+    pool = pool if pool is not None else BufferPool()
+    replay = _Replay(unit, pool)
+    try:
+        chosen = replay.choose(read_after, path)
+        if isinstance(chosen, str):
+            return _not_checked(unit, chosen)
+        finals, perturbable = chosen
+        return replay.judge(finals, perturbable, options, rng, tangents)
+    finally:
+        replay.release()
+
+
+class BufferPool:
+    """Private buffers by (dtype, shape, device), handed back after each unit: Warp's per-array Python cost of an
+    allocation, not its bytes, is most of what a small launch's replay would spend on them."""
+
+    def __init__(self) -> None:
+        self._free: dict[tuple, list] = {}
+
+    def like(self, array, zero: bool = False):
+        """A buffer of the array's kind holding its values (zeros with ``zero``)."""
+        import warp as wp
+
+        free = self._free.get(self._key(array))
+        if not free:
+            return wp.zeros_like(array, requires_grad=False) if zero else wp.clone(array, requires_grad=False)
+        buffer = free.pop()
+        if zero:
+            buffer.zero_()
+        else:
+            wp.copy(buffer, array)
+        return buffer
+
+    def give(self, buffer) -> None:
+        buffer.grad = None  # a leftover alias would feed a store's adjoint in the next unit
+        self._free.setdefault(self._key(buffer), []).append(buffer)
+
+    @staticmethod
+    def _key(array) -> tuple:
+        return (array.dtype, array.shape, str(array.device))
 
 
 def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
@@ -100,10 +137,10 @@ def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
 class _Replay:
     """The unit's launches run again on private buffers: forward (perturbed or not), then adjoint."""
 
-    def __init__(self, unit: list[Launch]):
+    def __init__(self, unit: list[Launch], pool: BufferPool):
         import warp as wp
 
-        self.unit = unit
+        self.unit, self.pool = unit, pool
         self.arrays: dict[int, object] = {}
         for launch in unit:
             for v in launch.arrays_in + launch.arrays_out:
@@ -114,7 +151,7 @@ class _Replay:
             for key, copy in launch.pre.items():
                 self.first_pre.setdefault(key, copy)
         self.post: dict[int, dict] = {}  # launch index → its arrays as it left them (the base run)
-        self.buffers = {key: wp.clone(self.first_pre[key], requires_grad=False) for key in self.arrays}
+        self.buffers = {key: pool.like(self.first_pre[key]) for key in self.arrays}
         # buffers that may differ from first_pre now (restored before the next run): every one until the base run
         # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
         self._dirty, self._writes = set(), set(self.arrays)
@@ -168,6 +205,14 @@ class _Replay:
         self._dirty, self._at_base = dirty, keep
         return work
 
+    def release(self) -> None:
+        """The private buffers back to the pool (the verdict keeps none of them)."""
+        for buffer in self.buffers.values():
+            self.pool.give(buffer)
+        for buffer in (self._adj or {}).values():
+            self.pool.give(buffer)
+        self.buffers, self._adj = {}, None
+
     def choose(self, read_after, path) -> tuple[list, list] | str:
         """(outputs to weigh, inputs to perturb) on the gradient path, or why there are none.
 
@@ -201,7 +246,7 @@ class _Replay:
         own = self.buffers  # the forward's buffers: restored before its next run
         if self._adj is None:  # one set of adjoint buffers a unit, aliased once
             self._adj = {
-                key: wp.zeros_like(self.first_pre[key], requires_grad=False) for key in self.arrays if key in self.grads
+                key: self.pool.like(self.first_pre[key], zero=True) for key in self.arrays if key in self.grads
             }
             for key, buffer in self._adj.items():
                 if not getattr(self.arrays[key], "retain_grad", False):
