@@ -15,7 +15,7 @@ import os
 from gradcheck.model import known_bugs
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
-from gradcheck.model.trace import LaunchVerdict, Trace
+from gradcheck.model.trace import LaunchVerdict, Trace, not_checked_reasons
 
 NAME = "adjoint-mismatch"
 SUMMARY = "each launch's adjoint must be the transpose of its Jacobian and add to the input gradients"
@@ -82,7 +82,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
             findings.append(_wrong(trace, blame, kernel, verdicts, bad, warn, error))
         # only where the program's gradient is measured wrong: Newton's Featherstone has such loops, and is right
         known_wrong = trace.fd is not None and trace.fd.disagrees
-        unsettled = [v for v in verdicts if v.status == "no-verdict" and _live(trace, v)] if known_wrong else []
+        unsettled = [v for v in verdicts if v.status == "no-verdict" and live_suspects(trace, v)] if known_wrong else []
         if unsettled and not bad:
             findings.append(_suspected(trace, blame, kernel, verdicts, unsettled, warn))
         dropped = [v for v in verdicts if v.status == "no-backward"]
@@ -133,17 +133,13 @@ def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: 
     if kernel.startswith("wp.copy") and COPY_ADJOINT_ASSIGNS.affects(trace.warp_version):
         what += f"; {COPY_ADJOINT_ASSIGNS.note(trace.warp_version)}"
     rewrites = []
-    for bug_name, where, construct, *rest in worst.suspects:
-        bug = getattr(known_bugs, bug_name, None)
-        if bug is None or not bug.affects(trace.warp_version):
-            continue
-        rewrite = rest[0] if rest else ""
+    for bug, where, construct, rewrite in live_suspects(trace, worst):
         if rewrite and not hasattr(bug, "fixed_in"):  # wrong on every release: the rewrite is the fix, said once
-            what += f"; {_short(where) or kernel}: {construct}: {bug.issue}, wrong on every Warp release so far"
+            what += f"; {short_site(where) or kernel}: {construct}: {bug.issue}, wrong on every Warp release so far"
         else:
-            what += f"; {_short(where) or kernel}: {construct}: {bug.note(trace.warp_version)}"
+            what += f"; {short_site(where) or kernel}: {construct}: {bug.note(trace.warp_version)}"
         if rewrite:
-            rewrites.append(f"at {_short(where) or kernel}: {rewrite}")
+            rewrites.append(f"at {short_site(where) or kernel}: {rewrite}")
     return Finding(
         check=NAME,
         severity=severity,
@@ -155,7 +151,7 @@ def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: 
     )
 
 
-def _live(trace: Trace, verdict: LaunchVerdict) -> list[tuple]:
+def live_suspects(trace: Trace, verdict: LaunchVerdict) -> list[tuple]:
     """The verdict's suspects that apply to the running Warp: (bug, where, construct, rewrite)."""
     found = []
     for bug_name, where, construct, *rest in verdict.suspects:
@@ -169,15 +165,15 @@ def _suspected(trace: Trace, blame, kernel: str, verdicts, unsettled, warn: floa
     """A launch the test could not settle (its own finite differences scatter: hard edges, contacts) whose kernel
     holds a construct Warp differentiates wrongly: named as a suspect, info, since nothing measured it wrong."""
     first = unsettled[0]
-    bug, where, construct, rewrite = _live(trace, first)[0]
+    bug, where, construct, rewrite = live_suspects(trace, first)[0]
     return Finding(
         check=NAME,
         severity=Severity.INFO,
         subject=launch_label(first),
         message=f"{launch_label(first)} could not be judged alone (its finite differences did not settle), and "
-        f"{kernel} holds a construct Warp differentiates wrongly: {_short(where) or kernel}: {construct} "
+        f"{kernel} holds a construct Warp differentiates wrongly: {short_site(where) or kernel}: {construct} "
         f"({bug.issue}); a suspect, not a measured error",
-        hint=f"at {_short(where) or kernel}: {rewrite}" if rewrite else fix_for(first),
+        hint=f"at {short_site(where) or kernel}: {rewrite}" if rewrite else fix_for(first),
         evidence=_evidence(blame, verdicts, unsettled, warn),
     )
 
@@ -186,7 +182,7 @@ def fix_for(verdict: LaunchVerdict) -> str:
     """What to change for a wrong launch or tape entry."""
     if verdict.kernel.startswith("record_func"):
         return (
-            f"make the backward recorded at {_short(verdict.where) or 'its record_func call'} add to the gradients "
+            f"make the backward recorded at {short_site(verdict.where) or 'its record_func call'} add to the gradients "
             "it is given (x_grad[i] += ..., not x_grad[i] = ...)"
         )
     if verdict.status == "assigns":
@@ -202,13 +198,13 @@ def fix_for(verdict: LaunchVerdict) -> str:
 def launch_label(verdict: LaunchVerdict) -> str:
     """``launch #12 kernel (file.py:34)``; a tape entry that is no launch: ``tape entry #3 wp.copy (recorded on
     the tape)``, ``tape entry #0 record_func Op.backward (train.py:88)`` (where it was recorded)."""
-    where = f" ({_short(verdict.where)})" if verdict.where else ""
+    where = f" ({short_site(verdict.where)})" if verdict.where else ""
     if verdict.kernel.startswith(("wp.copy", "record_func")):
         return f"tape entry #{verdict.index} {verdict.kernel}{where}"
     return f"launch #{verdict.index} {verdict.kernel}{where}"
 
 
-def _short(where: str | None) -> str | None:
+def short_site(where: str | None) -> str | None:
     """``/long/path/file.py:34`` → ``file.py:34``."""
     if not where:
         return None
@@ -240,17 +236,8 @@ def _evidence(blame, verdicts, shown, warn) -> dict:
         ],
         "kernel_launches": len(verdicts),
         "all_launches": statuses,
-        "not_checked": _reasons(blame.verdicts),
+        "not_checked": not_checked_reasons(blame.verdicts),
         "why": blame.why,
         "note": blame.note,
         "seconds": blame.seconds,
     }
-
-
-def _reasons(verdicts) -> dict[str, int]:
-    """Why launches were not checked: one reason per launch, counted, most common first."""
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        if v.status == "not-checked":
-            counts[v.note or "no reason given"] = counts.get(v.note or "no reason given", 0) + 1
-    return dict(sorted(counts.items(), key=lambda item: -item[1]))

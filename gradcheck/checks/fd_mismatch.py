@@ -171,20 +171,14 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
 def _suspects(trace: Trace, blame) -> list[tuple]:
     """(verdict, where, construct, rewrite) of launches without a verdict whose kernel holds a construct the
     running Warp differentiates wrongly (gradcheck.probes.kernel_patterns), the blamed launches' evidence aside."""
-    import os
+    from gradcheck.checks.adjoint_mismatch import live_suspects, short_site
 
-    from gradcheck.model import known_bugs
-
-    found = []
-    for v in blame.verdicts if blame is not None else ():
-        if v.status != "no-verdict":
-            continue
-        for name, where, construct, *rest in v.suspects:
-            bug = getattr(known_bugs, name, None)
-            if bug is not None and bug.affects(trace.warp_version):
-                short = f"{os.path.basename(where.rpartition(':')[0])}:{where.rpartition(':')[2]}" if where else "?"
-                found.append((v, short, construct, rest[0] if rest else ""))
-    return found
+    return [
+        (v, short_site(where) or "?", construct, rewrite)
+        for v in (blame.verdicts if blame is not None else ())
+        if v.status == "no-verdict"
+        for _bug, where, construct, rewrite in live_suspects(trace, v)
+    ]
 
 
 def _leftovers(trace: Trace) -> list[str]:

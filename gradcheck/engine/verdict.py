@@ -10,7 +10,7 @@ from gradcheck.checks import run_checks
 from gradcheck.model.findings import Finding
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import BlameSummary, ClipSummary, FDSummary, KernelBlame, ParamSummary, ScenarioResult
-from gradcheck.model.trace import Trace
+from gradcheck.model.trace import Trace, not_checked_reasons
 
 
 def judge(trace: Trace, checks: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
@@ -49,11 +49,6 @@ def _blame_summary(trace: Trace) -> BlameSummary | None:
             statuses[v.status] = statuses.get(v.status, 0) + 1
         judged = [v for v in verdicts if v.status in ("ok", "mismatch", "assigns")]
         worst = max(judged, key=lambda v: v.rel_error, default=None)
-        reasons: dict[str, int] = {}
-        for v in verdicts:
-            if v.status == "not-checked":
-                reason = v.note or "no reason given"
-                reasons[reason] = reasons.get(reason, 0) + 1
         kernels.append(
             KernelBlame(
                 kernel,
@@ -62,7 +57,7 @@ def _blame_summary(trace: Trace) -> BlameSummary | None:
                 statuses,
                 worst.rel_error if worst else 0.0,
                 worst.index if worst else None,
-                reasons,
+                not_checked_reasons(verdicts),
             )
         )
     kernels.sort(

@@ -195,6 +195,16 @@ class LaunchVerdict:
     suspects: tuple[tuple[str, str | None, str, str], ...] = ()
 
 
+def not_checked_reasons(verdicts) -> dict[str, int]:
+    """Why launches were not checked: one reason per launch, counted, most common first."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        if v.status == "not-checked":
+            reason = v.note or "no reason given"
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
 @dataclass(frozen=True)
 class BlameResult:
     """Every launch's verdict, and why the test did not run or stopped early."""

@@ -27,7 +27,9 @@ class BlameWatch:
         self.at = at
         self.result: BlameResult | None = None
         self._recorders: dict[int, tuple[object, object]] = {}  # id(tape) → (tape, LaunchRecorder)
-        self._pending = None  # (tape launches, recorder, loss, grads) of backward ``at``, until its params are known
+        self._pending = (
+            None  # (recorder, grads, tape-entry verdicts, seconds) of backward ``at``, until params are known
+        )
         self.why = f"--blame at backward {at}"
 
     @property
@@ -145,13 +147,10 @@ class BlameHooks:
         program updated (none seen: the recording's leaves)."""
         if self.blame.result is not None:
             return
-        self._depth += 1
-        try:
-            from gradcheck.probes.warp_compat.runtime import quiet
+        from gradcheck.probes.warp_compat.runtime import quiet
 
-            with quiet():
+        try:
+            with self.ignoring(), quiet():
                 self.blame.settle(self.book.params())
         except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
             self.blame.failed(f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
-        finally:
-            self._depth -= 1

@@ -19,26 +19,11 @@ from __future__ import annotations
 def leaves(values) -> list:
     """Every array reachable from a launch's argument list, in argument order, struct fields in field order
     (arrays without memory skipped: nothing to copy or perturb)."""
-    from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
+    from gradcheck.probes.replay_probe import arrays_of
+    from gradcheck.probes.warp_compat import array_class
 
-    found = []
-
-    def visit(value):
-        if is_plain_array(value):
-            found.append(value)
-        elif is_struct_instance(value):
-            for _name, field, _var in struct_fields(value):
-                visit(field)
-
-    for value in values:
-        visit(value)
-    return found
-
-
-def takes_struct(values) -> bool:
-    from gradcheck.probes.warp_compat import is_struct_instance
-
-    return any(is_struct_instance(v) for v in values)
+    array_type = array_class()
+    return [array for value in values for array in arrays_of(value, array_type)]
 
 
 def substitute(value, private: dict):
@@ -116,10 +101,6 @@ def with_floats(array, numbers):
         out[name] = part.reshape(out[name].shape).astype(out[name].dtype)
         column += width
     return out
-
-
-def assign_floats(array, numbers) -> None:
-    array.assign(with_floats(array, numbers))
 
 
 def _float_fields(dtype) -> list[str]:

@@ -59,9 +59,7 @@ def _tangent(unit: list[Launch], keys: list[int], tangents) -> dict | None:
     return found
 
 
-def test_unit(
-    unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None
-) -> LaunchVerdict:
+def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None) -> LaunchVerdict:
     """The verdict on one unit (see the module docstring). ``pool``: a BufferPool the unit's private buffers come
     from and go back to (a few thousand units allocate far less)."""
     refused = _refused(unit, path)
@@ -156,19 +154,18 @@ class _Replay:
         # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
         self._dirty, self._writes = set(), set(self.arrays)
         self._adj, self._at_base = None, False
-        self._writes_declared = set().union(*(launch.writes for launch in unit))
+        declared = set().union(*(launch.writes for launch in unit))  # outputs, and inputs the source stores into
         work = self.forward(keep=True)
-        # bytes, not values: writing -0.0 over 0.0 is a write (Newton's eval_rigid_tau stores -f into its input
-        # body_f_ext), and Warp's adjoint treats a written input's gradient as an output's
-        # an array the kernels' source never writes cannot have changed (an unreadable source: any may have)
-        candidates = self.arrays if not all(launch.access_known for launch in unit) else self._writes_declared
+        # written: the declared outputs, and whatever else changed. Bytes, not values: writing -0.0 over 0.0 is a
+        # write (Newton's eval_rigid_tau stores -f into its input body_f_ext), and Warp's adjoint treats a written
+        # input's gradient as an output's. An array the kernels' source never writes cannot have changed (an
+        # unreadable source: any may have).
+        candidates = declared if all(launch.access_known for launch in unit) else set(self.arrays)
         self.changed = self.outputs | {
-            key for key in candidates if key not in self.outputs and _raw(work[key]) != _raw(self.first_pre[key])
+            key for key in candidates - self.outputs if _raw(work[key]) != _raw(self.first_pre[key])
         }
-        self._writes = self.changed | set().union(*(launch.writes for launch in unit))
-        self.base = {
-            key: wp.clone(work[key], requires_grad=False) for key in self.arrays if key in self.changed | self.outputs
-        }
+        self._writes = self.changed | declared
+        self.base = {key: wp.clone(work[key], requires_grad=False) for key in self.changed}
         # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
         # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
         self.grads = {key for key, a in self.arrays.items() if getattr(a, "requires_grad", False)}
@@ -218,8 +215,7 @@ class _Replay:
 
         Inputs are the arrays a launch of the unit reads before the unit wrote them, in-place ones included (an
         input the launch also writes: perturbed at the value it had before, weighed at the value it left)."""
-        arrays, unit, changed = self.arrays, self.unit, self.changed
-        written = changed | self.outputs
+        arrays, unit, written = self.arrays, self.unit, self.changed
         read, produced = [], set()
         for launch in unit:
             read += [key for key in launch.reads if key not in produced]
@@ -231,7 +227,7 @@ class _Replay:
         perturbable = [k for k in dict.fromkeys(read) if k in grads and k in depends and has_floats(arrays[k])]
         if not finals or not perturbable:
             return "no float input to perturb or float output to weigh on the gradient path"
-        self.in_place = [k for k in perturbable if k in changed]
+        self.in_place = [k for k in perturbable if k in written]
         return finals, perturbable
 
     def adjoint(self, weights: dict, perturbable: list, prefill: dict) -> dict:
@@ -309,13 +305,15 @@ class _Replay:
             return LaunchVerdict(index, key, where, "assigns", *fields, note=note)
         if not probe.converged:
             return LaunchVerdict(index, key, where, "no-verdict", *fields)
-        if probe.rel_error >= options.warn and self.in_place:
-            note = (
-                f"it updates {_names(unit, self.in_place)} in place, and Warp's backward replays the kernel with the "
-                "overwritten values"
-            )
-            return LaunchVerdict(index, key, where, "mismatch", *fields, note=note)
-        return LaunchVerdict(index, key, where, "mismatch" if probe.rel_error >= options.warn else "ok", *fields)
+        if probe.rel_error < options.warn:
+            return LaunchVerdict(index, key, where, "ok", *fields)
+        note = (
+            f"it updates {_names(unit, self.in_place)} in place, and Warp's backward replays the kernel with the "
+            "overwritten values"
+            if self.in_place
+            else None
+        )
+        return LaunchVerdict(index, key, where, "mismatch", *fields, note=note)
 
     def _direction(self, perturbable: list, rng, tangents) -> dict:
         """The program's tangent of the inputs when it reaches them, else a random one scaled per array; of the
