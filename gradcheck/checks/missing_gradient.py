@@ -34,6 +34,13 @@ or controls created inside the tape (Model.state()/control() copy model arrays w
 gradient lands in model.joint_q.grad); a struct field whose requires_grad changed after assignment
 (see stale-adjoint).
 
+Where it breaks: gradcheck walks the recorded dataflow from the param toward the loss and names the first link
+backward cannot cross, with the array and the launch there: no launch reads the param; it is read only by a
+launch made before or outside `with tape:`; a kernel built with enable_backward=False; an intermediate allocated
+with requires_grad=False; a host round trip (.numpy() and back into a new wp.array); a wp.copy Warp did not
+record (it records one only while a tape records and both arrays have a gradient); a builtin without an adjoint
+(wp.floor, wp.round, wp.sign, int casts). `--graph FILE` draws the dataflow with the break marked.
+
 Fix: allocate with requires_grad=True and create states and controls before the tape.
 
     states = [model.state() for _ in range(steps + 1)]   # outside the tape
@@ -101,18 +108,32 @@ def _newton(trace: Trace) -> bool:
     return any(p.subject.startswith(("states[", "controls[", "state.", "control.", "model.")) for p in trace.params)
 
 
+def _breaks(trace: Trace) -> dict:
+    """param key → where its chain to the loss breaks (the first backward that looked)."""
+    found: dict = {}
+    for record in trace.passes:
+        for found_break in record.breaks:
+            found.setdefault(found_break.param, found_break)
+    return found
+
+
 def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], family_size: int, ran: list[int]) -> Finding:
     first = members[0]
     who = family_prefix(len(members), family_size, fam, shown="")
+    breaks = _breaks(trace)
+    cause = next((breaks[m.name] for m in members if m.name in breaks), None)
     if kind == _NO_BUFFER:
         message = f"{who}no gradient buffer (.grad is None)"
         hint = "allocate the array with requires_grad=True before building anything that uses it"
     else:
-        message = f"{who}gradient is exactly zero on every {trace.unit} backward ran ({len(ran)})"
+        message = f"{who}gradient is exactly zero on every {trace.unit} that ran ({len(ran)})"
         hint = "read the array under the tape, after it got its final .grad; see stale-adjoint findings"
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
-    if trace.no_backward_kernels:
+    if cause is not None and kind != _NO_BUFFER:
+        message += f"; the chain to the loss breaks: {cause.detail}"
+        hint = cause.fix
+    elif trace.no_backward_kernels:
         shown = ", ".join(trace.no_backward_kernels[:4]) + (" …" if len(trace.no_backward_kernels) > 4 else "")
         message += (
             f"; the tape holds kernels built with enable_backward=False ({shown}): no gradient flows through them"
@@ -131,5 +152,16 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
             "param_count": len(members),
             "family_size": family_size,
             "role": first.role,
-        },
+        }
+        | ({"break": _break_evidence(cause)} if cause is not None else {}),
     )
+
+
+def _break_evidence(cause) -> dict:
+    return {
+        "cause": cause.cause,
+        "array": cause.array,
+        "launch": cause.launch,
+        "index": cause.index,
+        "path": list(cause.path),
+    }

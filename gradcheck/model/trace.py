@@ -174,6 +174,7 @@ class PassRecord:
     hazards: tuple[Rewrite, ...] = ()  # write-after-read while this iteration's tape recorded
     identical: tuple[Rewrite, ...] = ()  # rewrites with the very values the reader saw (harmless)
     zero_step: str | None = None  # what cleared the gradients afterwards ("tape.zero() at train.py:40"); None: nothing
+    breaks: tuple[ChainBreak, ...] = ()  # where the chain to the loss breaks, for params with a zero gradient
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,21 @@ class ChangedInput:
     subject: str
     readers: tuple[str, ...]  # "launch #12 chain_energy (spring_chain.py:104)", first few
     reader_count: int  # launches on the tape that read it
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """Where the chain from a param to the loss breaks, for a param whose gradient is zero or absent
+    (gradcheck.probes.chain_break): the array and the launch at the break, the cause, and what to change."""
+
+    param: str  # the param's key (ParamTrace.name)
+    cause: str  # one of gradcheck.probes.chain_break.CAUSES
+    array: str | None  # the array at the break
+    launch: str | None  # "kernel (file:line)", "wp.copy (file:line)", "numpy() (file:line)"
+    index: int | None  # the launch's position on the tape, when it is on the tape
+    detail: str  # one sentence: where and why
+    fix: str
+    path: tuple[str, ...] = ()  # the arrays from the param to the break
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class Iteration:
     hazards: tuple = ()
     identical: tuple = ()
     zero_step: str | None = None
+    breaks: tuple = ()
     stats: dict = field(default_factory=dict)  # key → GradStats right after the (last) backward
     readout: dict = field(default_factory=dict)  # key → GradStats where the driver reads gradients
     extra: dict = field(default_factory=dict)  # the driver's own fields (clip_total, clipped)
@@ -62,4 +63,5 @@ class Iteration:
             hazards=self.hazards,
             identical=self.identical,
             zero_step=self.zero_step,
+            breaks=self.breaks,
         )

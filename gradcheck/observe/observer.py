@@ -43,10 +43,12 @@ from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
+from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
 from gradcheck.probes.liveness import LIVENESS, readable
 from gradcheck.probes.sites import caller_site, short
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 
+MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
@@ -105,6 +107,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self.graphs = CapturedGraphs()
         self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
         self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
+        self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
+        self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -214,6 +218,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         if capturing():
             return
         self._arm()
+        self.unrecorded.entered(tape)
         with self._guard("recording"):
             self._flush_zero()
             self._recordings += 1
@@ -268,6 +273,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         with self._guard("launch"):
             arguments = call.arguments()
             found = updates(call, arguments, self.book.by_pointer()) if recording is None else []
+            if recording is None:
+                self.unrecorded.launch(call, arguments, "launched while no tape was recording")
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
             use = self.use.before(call, arguments, found)
         result = run()
@@ -333,9 +340,26 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         )
 
     def on_host_read(self, array) -> None:
-        if self.use.active and not self._light and not capturing():
-            with self._guard("host read"):
+        if self._light or capturing():
+            return
+        with self._guard("host read"):
+            if getattr(array, "ptr", None):
+                self.unrecorded.host_read(array, caller_site())
+            if self.use.active:
                 self.use.read(array)
+
+    def on_copy(self, dest, src, frame, run):
+        """A ``wp.copy`` the program made: one Warp leaves off the tape is where a gradient chain can break."""
+        if self._light or capturing():
+            return run()
+        with self._guard("copy"):
+            from gradcheck.probes.warp_compat import called_from_warp, is_array, program_site
+
+            if is_array(dest) and is_array(src) and dest.ptr and src.ptr:
+                why = copy_unrecorded(dest, src, active_tape() is not None)
+                if why is not None:
+                    self.unrecorded.copy(dest, src, program_site(frame), why, inside_warp=called_from_warp(frame))
+        return run()
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:
@@ -423,8 +447,33 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
             seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
+        with self._guard("chain breaks"):
+            self._chain_breaks(tape, loss, grads, measured, it)
+        self.unrecorded.clear()
         with self._guard("iteration"):
             self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
+
+    def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
+        """Where the chain to the loss breaks, for each param (each leaf, when the program showed no param) whose
+        gradient is zero or absent after this backward: looked for once a param, at most MAX_DIAGNOSED."""
+        from gradcheck.probes.chain_break import diagnose
+
+        params = self.book.params()
+        chosen = {id(a) for a in params} if params else None
+        targets = {}
+        for key, array in measured.items():
+            if key in self._diagnosed or (chosen is not None and id(array) not in chosen):
+                continue
+            stats = it.stats.get(key)
+            if array.grad is None or (stats is not None and stats.nonzero == 0):
+                targets[key] = array
+        targets = dict(list(targets.items())[: max(0, MAX_DIAGNOSED - len(self._diagnosed))])
+        if not targets:
+            return
+        self._diagnosed |= set(targets)
+        it.breaks = it.breaks + diagnose(
+            tape, loss, grads, targets, list(self.unrecorded.events), self.names.label, self.unrecorded.recording_of(tape)
+        )
 
     def _boundary(self) -> bool:
         """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""

@@ -16,9 +16,11 @@ of reaching into Warp; a release that changes one of them is fixed in the one mo
 from gradcheck.probes.warp_compat.allocators import allocator_methods, device_allocators, wrap_allocator
 from gradcheck.probes.warp_compat.hooks import (
     LaunchCall,
+    called_from_warp,
     intercepted_launches,
     kernel_argument_names,
     observed,
+    program_site,
 )
 from gradcheck.probes.warp_compat.kernel_access import ArgumentAccess, argument_access
 from gradcheck.probes.warp_compat.launches import (
@@ -100,6 +102,8 @@ __all__ = [
     "gradient_reader",
     "intercepted_launches",
     "is_array",
+    "program_site",
+    "called_from_warp",
     "is_array_var",
     "is_float_array",
     "is_struct_instance",

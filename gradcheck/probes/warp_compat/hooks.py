@@ -8,7 +8,9 @@ the program (``gradcheck run``'s passes, ``gradcheck exec``'s unmodified script,
 - every kernel launch, with its arguments by name: ``warp.launch`` and the module-level ``launch`` that Warp's
   own helpers call directly (``wp.launch_tiled`` does: a patch of ``wp.launch`` alone never sees it);
 - ``wp.capture_launch``: a CUDA graph replay runs a captured backward without Python seeing it;
-- ``array.numpy()``: the host reads an array (logging a gradient norm reads its gradient).
+- ``array.numpy()``: the host reads an array (logging a gradient norm reads its gradient);
+- ``wp.copy`` as the program calls it: a copy Warp leaves off the tape (it records one only while a tape records
+  and both arrays have gradients) is where a gradient chain breaks unseen.
 
 Each hook calls the observer *around* the original (``events.on_launch(call, run)`` gets ``run`` to call), so
 the observer can look before and after. An observer that is busy (running its own statistics kernels) is
@@ -38,10 +40,7 @@ class LaunchCall:
     def site(self) -> str | None:
         """``file:line`` of the call: the program's, past Warp's own helpers (``wp.launch_tiled`` calls the
         launch itself)."""
-        frame = self.frame
-        while frame is not None and frame.f_back is not None and _is_warp_file(frame.f_code.co_filename):
-            frame = frame.f_back
-        return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
+        return program_site(self.frame)
 
     def get(self, name: str, default=None):
         if name in self._kwargs:
@@ -96,6 +95,18 @@ class LaunchCall:
         }
 
 
+def program_site(frame) -> str | None:
+    """``file:line`` of ``frame``, or of the first frame above it outside Warp's own package."""
+    while frame is not None and frame.f_back is not None and _is_warp_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else None
+
+
+def called_from_warp(frame) -> bool:
+    """Whether ``frame`` runs Warp's own code (``wp.array(numpy)`` and ``assign`` call ``wp.copy`` themselves)."""
+    return frame is not None and _is_warp_file(frame.f_code.co_filename)
+
+
 def _is_warp_file(filename: str) -> bool:
     """A file of Warp's own package (its helpers), not a program's (Warp's examples and tests are programs)."""
     import os
@@ -124,8 +135,8 @@ def observed(events):
     ``events.busy``: bypass every hook (the observer's own work). ``events.wants_launches``: False lets launches go
     straight through. The methods: ``on_tape_enter(tape)``, ``on_tape_exit(tape)``,
     ``on_backward(tape, loss, grads, run)``, ``on_zero(tape, run)``, ``on_launch(call, run)``,
-    ``on_capture_end(graph)``, ``on_graph_replay(graph, run)`` and ``on_host_read(array)``; each ``run`` calls the
-    original and returns its result.
+    ``on_capture_end(graph)``, ``on_graph_replay(graph, run)``, ``on_host_read(array)`` and, when it has one,
+    ``on_copy(dest, src, frame, run)`` (``program_site(frame)`` says where); each ``run`` calls the original and returns its result.
     """
     import warp as wp
 
@@ -138,7 +149,9 @@ def observed(events):
         setattr(wp.Tape, name, wrapper)
     watched = _watched(events, launches[0])
     watched_pair = (watched, watched if launches[1] is launches[0] else _watched(events, launches[1]))
-    switch = LaunchSwitch(wp, module, launches, watched_pair, numpy, _read(events, numpy))
+    copy = wp.copy
+    watched_copy = _copied(events, copy) if hasattr(events, "on_copy") else copy
+    switch = LaunchSwitch(wp, module, launches, watched_pair, numpy, _read(events, numpy), (copy, watched_copy))
     switch.on()
     if capture is not None:
         wp.capture_launch = _replayed(events, capture)
@@ -163,20 +176,27 @@ class LaunchSwitch:
     (gradcheck.observe.cadence), ``wp.launch`` and ``array.numpy`` are Warp's own again: a launch of a training
     loop then costs what it costs under python, where the wrapper cost a few microseconds of Python each."""
 
-    def __init__(self, wp, module, originals, watched, numpy, read) -> None:
+    def __init__(self, wp, module, originals, watched, numpy, read, copies=(None, None)) -> None:
         self._wp, self._module, self._originals, self._watched = wp, module, originals, watched
         self._numpy, self._read = numpy, read
+        self._copy, self._watched_copy = copies
         self.active = False
 
     def on(self) -> None:
         if not self.active:
             self._set(self._watched, self._read)
+            self._set_copy(self._copy, self._watched_copy)
             self.active = True
 
     def off(self) -> None:
         if self.active:
             self._set(self._originals, self._numpy)
+            self._set_copy(self._watched_copy, self._copy)
             self.active = False
+
+    def _set_copy(self, expected, new) -> None:
+        if new is not None and self._wp.copy is expected:  # a program that replaced wp.copy keeps its own
+            self._wp.copy = new
 
     def _set(self, launches, numpy) -> None:
         # only where the value is still the one this switch put there: a program (or another tool) that replaced
@@ -256,6 +276,20 @@ def _captured(events, capture_end):
         return graph
 
     return end
+
+
+def _copied(events, copy):
+    """``wp.copy`` as the program calls it (Warp's own helpers call the internal one: not seen, not needed)."""
+
+    def watched_copy(*args, **kwargs):
+        if events.busy:
+            return copy(*args, **kwargs)
+        dest = args[0] if args else kwargs.get("dest")
+        src = args[1] if len(args) > 1 else kwargs.get("src")
+        return events.on_copy(dest, src, sys._getframe(1), lambda: copy(*args, **kwargs))
+
+    watched_copy.__wrapped__ = copy
+    return watched_copy
 
 
 def _read(events, numpy):

@@ -1,0 +1,449 @@
+"""Where the chain from a param to the loss breaks, when the param's gradient is zero or absent.
+
+"Why is my gradient zero?" is the question Warp users ask most. The answer is a place in the program: the launch
+that read the param before ``with tape:``, the ``wp.copy`` Warp did not record, the intermediate allocated without
+``requires_grad``, the kernel built with ``enable_backward=False``, the ``.numpy()`` the values left through, the
+``wp.floor`` with no adjoint. This probe finds it by walking the dataflow forward from the param toward the loss:
+
+- the edges are the tape's launches (what each kernel reads → what it writes, kernel_access), its recorded copies,
+  and what moved values without the tape (gradcheck.observe.unrecorded: launches while no tape recorded,
+  unrecorded copies, host reads), each at its place in time: a launch carries a value only if it ran after the
+  value got there;
+- if the loss is reached, the path is read from the loss back toward the param, as backward would carry the
+  gradient, and the first link backward cannot cross is the break: a link the tape does not hold, a kernel
+  without a backward, an array without a gradient buffer. When every link is sound, each launch on the path is
+  differentiated alone, on private buffers, with a random seed on its output: the first one that passes the
+  param's side nothing is where the gradient stops (and a builtin without an adjoint in its source is named);
+- if the loss is not reached, the walk says where the values went instead: to the host (a round trip), or into
+  arrays nothing on the tape reads.
+
+Intermediate gradients after backward cannot tell where it stopped: Warp 1.19's adjoint of a plain store clears
+the output's gradient once it has used it, so a healthy intermediate reads zero too (measured). Only arrays the
+tape holds (or the program's params) are ever read; events outside the tape are known by data pointer alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gradcheck.model.trace import ChainBreak
+
+CAUSES = {
+    "never-read": "no launch reads it",
+    "outside-tape": "read by a launch the tape did not record",
+    "no-backward": "a kernel built with enable_backward=False",
+    "no-grad": "an intermediate without a gradient buffer",
+    "host-round-trip": "the values left the device",
+    "unrecorded-copy": "a wp.copy Warp did not record",
+    "no-adjoint-builtin": "a builtin without an adjoint",
+    "zero-adjoint": "a launch whose adjoint passes nothing back",
+    "dead-end": "the values reach nothing the loss depends on",
+}
+MAX_TESTED = 32  # launches on one path differentiated alone before giving up
+
+
+class _Edge:
+    __slots__ = ("time", "kind", "what", "site", "index", "reads", "writes", "why", "kernel", "entry", "labels")
+
+    def __init__(self, time, kind, what, site, index, reads, writes, why=None, kernel=None, entry=None, labels=None):
+        self.time, self.kind, self.what, self.site, self.index = time, kind, what, site, index
+        self.reads, self.writes, self.why, self.kernel, self.entry = reads, writes, why, kernel, entry
+        self.labels = labels or {}
+
+    @property
+    def recorded(self) -> bool:
+        return self.index is not None
+
+    def place(self) -> str:
+        from gradcheck.probes.sites import short
+
+        return f"{self.what} ({short(self.site)})" if self.site else self.what
+
+
+class FlowGraph:
+    """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
+
+    def __init__(self, tape, events, recording: int | None = None) -> None:
+        from gradcheck.probes.replay_probe import arrays_of
+        from gradcheck.probes.warp_compat import (
+            argument_access,
+            array_class,
+            backward_disabled,
+            kernel_argument_names,
+            launch_reads,
+            tape_launches,
+        )
+
+        array_type = array_class()
+        self.arrays: dict[int, object] = {}  # data pointer → an array the tape holds there
+        self.edges: list[_Edge] = []
+        launches = tape_launches(tape)
+        sites = {index: where for index, _k, _i, where in launch_reads(launches)}
+        for index, entry in enumerate(launches):
+            if entry.__class__ is list:
+                kernel, inputs, outputs = entry[0], entry[3], entry[4]
+                access = argument_access(kernel)
+                labels = kernel_argument_names(kernel)
+                reads, writes, named = [], [], {}
+                for position, value in enumerate([*inputs, *outputs]):
+                    label = labels[position] if position < len(labels) else f"arg{position}"
+                    written = position >= len(inputs) or (access.known and access.writes_to(label))
+                    for array in arrays_of(value, array_type):
+                        self.arrays.setdefault(array.ptr, array)
+                        named.setdefault(array.ptr, f"{kernel.key}.{label}")
+                        if written:
+                            writes.append(array.ptr)
+                        if not written or access.reads_value(label):
+                            reads.append(array.ptr)
+                self.edges.append(
+                    _Edge(
+                        float(index),
+                        "launch",
+                        kernel.key,
+                        sites.get(index),
+                        index,
+                        tuple(reads),
+                        tuple(writes),
+                        "no-backward" if backward_disabled(kernel) else None,
+                        kernel,
+                        entry,
+                        named,
+                    )
+                )
+            else:
+                pair = _copied(entry)
+                if pair is not None:
+                    dest, src = pair
+                    for array in (dest, src):
+                        if getattr(array, "ptr", None):
+                            self.arrays.setdefault(array.ptr, array)
+                    self.edges.append(_Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
+        count = len(launches)
+        for order, event in enumerate(events):  # in the order they happened
+            at = min(event.at, count) - 0.5 if event.tape == recording and recording is not None else -1.0
+            at += (order + 1) * 1e-7  # events between the same two launches keep their order
+            self.edges.append(
+                _Edge(at, event.kind, event.what, event.site, None, event.reads, event.writes, event.why, None, None,
+                      dict(event.labels))
+            )
+        self.edges.sort(key=lambda e: e.time)
+
+    def label(self, ptr: int, name_of) -> str:
+        array = self.arrays.get(ptr)
+        if array is not None:
+            return name_of(array)
+        for edge in self.edges:
+            if ptr in edge.labels:
+                return edge.labels[ptr]
+        return f"the array at {ptr:#x}"
+
+
+def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int | None = None) -> tuple[ChainBreak, ...]:
+    """A ChainBreak for each target (key → array whose gradient is zero or absent) whose break can be placed.
+    ``events``: gradcheck.observe.unrecorded events, ``recording`` the number they carry for this tape's."""
+    if not targets:
+        return ()
+    graph = FlowGraph(tape, events, recording)
+    sinks = {a.ptr for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+    found = []
+    for key, array in targets.items():
+        if not getattr(array, "ptr", None):
+            continue
+        graph.arrays.setdefault(array.ptr, array)
+        result = _diagnose_one(graph, key, array, sinks, name_of)
+        if result is not None:
+            found.append(result)
+    return tuple(found)
+
+
+def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> ChainBreak | None:
+    start = param.ptr
+    arrival: dict[int, float] = {start: -math.inf}
+    parent: dict[int, tuple[_Edge, int]] = {}
+    host: list[tuple[_Edge, int]] = []
+    readers = []
+    for edge in graph.edges:
+        hit = next((r for r in edge.reads if r in arrival and arrival[r] < edge.time), None)
+        if hit is None:
+            continue
+        if edge.kind == "host-read":
+            if hit != start:  # printing the param itself moves nothing
+                host.append((edge, hit))
+            continue
+        if hit == start:
+            readers.append(edge)
+        for w in edge.writes:
+            if w not in arrival:
+                arrival[w], parent[w] = edge.time, (edge, hit)
+    name = name_of(param)
+    label = lambda ptr: graph.label(ptr, name_of)  # noqa: E731
+    reached = next((s for s in sinks if s in parent), None)
+    if reached is not None:
+        path = _path(parent, reached, start)
+        return _on_path(graph, key, name, path, label)
+    if not readers:
+        return ChainBreak(
+            key,
+            "never-read",
+            name,
+            None,
+            None,
+            f"no launch reads {name}: neither one the tape recorded nor one gradcheck saw outside it",
+            f"pass {name} to the launch that should use it, under the tape",
+        )
+    if host:
+        edge, ptr = host[0]
+        path = _path(parent, ptr, start)
+        through = f" through {', '.join(e.place() for e, _a, _b in path)}" if path else ""
+        return ChainBreak(
+            key,
+            "host-round-trip",
+            label(ptr),
+            edge.place(),
+            None,
+            f"{name}'s values reach {label(ptr)}{through}, which is read to the host at {edge.place()} and nothing "
+            "on the tape reads it: values that come back as a new wp.array carry no gradient",
+            f"compute with a kernel on {label(ptr)} under the tape instead of on its .numpy() copy",
+            _arrays(path, label),
+        )
+    if all(not e.recorded for e in readers):
+        edge = readers[0]
+        return ChainBreak(
+            key,
+            "outside-tape",
+            name,
+            edge.place(),
+            None,
+            f"{name} is read only by {edge.place()}, launched while no tape was recording, so backward never "
+            "differentiates it",
+            "make that launch inside `with tape:` (or record it on the same tape)",
+        )
+    ends = [p for p in arrival if p != start and not any(p in e.reads and e.time > arrival[p] for e in graph.edges)]
+    last = max(ends, key=lambda p: arrival[p]) if ends else None
+    if last is None:
+        return None
+    path = _path(parent, last, start)
+    return ChainBreak(
+        key,
+        "dead-end",
+        label(last),
+        path[-1][0].place() if path else None,
+        path[-1][0].index if path else None,
+        f"{name}'s values reach {label(last)}, and nothing the loss depends on reads it afterwards",
+        f"check that the loss is computed from {label(last)} (or from what {name} should change)",
+        _arrays(path, label),
+    )
+
+
+def _path(parent: dict, end: int, start: int) -> list[tuple[_Edge, int, int]]:
+    """(edge, from, to) from the start to ``end``."""
+    out = []
+    node = end
+    while node != start and node in parent and len(out) < 100_000:
+        edge, came = parent[node]
+        out.append((edge, came, node))
+        node = came
+    return out[::-1]
+
+
+def _arrays(path, label) -> tuple[str, ...]:
+    return tuple(label(b) for _e, _a, b in path)
+
+
+def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak | None:
+    """The loss is reached along ``path``: the first link (from the loss back) backward cannot cross."""
+    arrays = _arrays(path, label)
+    for position in range(len(path) - 1, -1, -1):
+        edge, a, _b = path[position]
+        if not edge.recorded:
+            return _unrecorded(graph, key, name, path, position, label, arrays)
+        if edge.why == "no-backward":
+            return ChainBreak(
+                key,
+                "no-backward",
+                label(a),
+                edge.place(),
+                edge.index,
+                f"the chain from {name} to the loss passes through {edge.place()}, a kernel built with "
+                "enable_backward=False: backward skips it, so nothing reaches " + label(a),
+                f"build {edge.what} with enable_backward=True (the default), or give it a @wp.func_grad",
+                arrays,
+            )
+        array = graph.arrays.get(a)
+        if array is not None and a != path[0][1] and getattr(array, "grad", None) is None:
+            before = path[position - 1][0] if position > 0 else None
+            if before is not None and before.kind == "copy" and not before.recorded:  # the copy is what was written
+                return _unrecorded(graph, key, name, path, position - 1, label, arrays)
+            return ChainBreak(
+                key,
+                "no-grad",
+                label(a),
+                edge.place(),
+                edge.index,
+                f"{label(a)}, between {name} and the loss, has no gradient buffer (allocated with "
+                f"requires_grad=False): {edge.place()} cannot pass the gradient back into it",
+                f"allocate {label(a)} with requires_grad=True",
+                arrays,
+            )
+    return _zero_adjoint(graph, key, name, path, label, arrays)
+
+
+def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, label, arrays) -> ChainBreak:
+    """The link at ``position`` (the one nearest the loss that the tape does not hold), with the unrecorded links
+    right before it (a run of launches made before ``with tape:``)."""
+    edge, a, _b = path[position]
+    host = next(
+        (h for h in graph.edges if h.kind == "host-read" and a in h.reads and h.time < edge.time), None
+    )
+    if edge.kind == "copy" and host is not None:  # on the CPU, wp.array(x.numpy()) copies from x's own memory
+        return ChainBreak(
+            key,
+            "host-round-trip",
+            label(a),
+            host.place(),
+            None,
+            f"{label(a)} is read to the host at {host.place()} and its values come back through {edge.place()}: "
+            "an array made from host values carries no gradient back",
+            f"compute with a kernel on {label(a)} under the tape instead of on its .numpy() copy",
+            arrays,
+        )
+    if edge.kind == "copy":
+        return ChainBreak(
+            key,
+            "unrecorded-copy",
+            label(a),
+            edge.place(),
+            None,
+            f"{label(a)} reaches the loss through {edge.place()}, which Warp did not record ({edge.why}; it records "
+            "a copy only while a tape records and both arrays have a gradient): the gradient stops there",
+            "give both arrays of that copy requires_grad=True and copy under the tape, or do the copy with a kernel "
+            "under the tape",
+            arrays,
+        )
+    first = position
+    while first > 0 and not path[first - 1][0].recorded and path[first - 1][0].kind == "launch":
+        first -= 1
+    run = [e for e, _a, _b in path[first : position + 1]]
+    start = path[first][1]
+    places = ", ".join(e.place() for e in run)
+    launched, them = ("launched", "it") if len(run) == 1 else ("each launched", "them")
+    return ChainBreak(
+        key,
+        "outside-tape",
+        label(start),
+        places,
+        None,
+        f"{label(start)} reaches the loss through {places}, {launched} while no tape was recording: backward "
+        f"never differentiates {them}, so the gradient stops there",
+        "make " + ("that launch" if len(run) == 1 else "those launches") + " inside `with tape:`",
+        arrays,
+    )
+
+
+def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) -> ChainBreak | None:
+    """Every link is on the tape, with a backward and gradient buffers: the launch whose adjoint passes nothing back
+    to the param's side, differentiated alone (from the param toward the loss)."""
+    from gradcheck.probes.kernel_patterns import gradient_stops
+
+    for edge, a, b in path[:MAX_TESTED]:
+        if edge.kind != "launch":
+            continue
+        passes = _passes_gradient(graph, edge, a, b)
+        if passes is None or passes:
+            continue
+        stops = gradient_stops(edge.kernel)
+        if stops:
+            from gradcheck.probes.sites import short
+
+            calls = ", ".join(f"{text} ({short(where)})" for text, where in stops[:3])
+            return ChainBreak(
+                key,
+                "no-adjoint-builtin",
+                label(a),
+                edge.place(),
+                edge.index,
+                f"{edge.place()} passes no gradient from {label(b)} back to {label(a)}: its code calls {calls}, "
+                "which Warp differentiates as a constant",
+                "keep the value differentiable on the gradient's path (a smooth surrogate, or a straight-through "
+                "@wp.func_grad) or do not learn it through this launch",
+                arrays,
+            )
+        return ChainBreak(
+            key,
+            "zero-adjoint",
+            label(a),
+            edge.place(),
+            edge.index,
+            f"{edge.place()} passes no gradient from {label(b)} back to {label(a)}: its derivative there is zero "
+            "(a clamp, max or branch that does not depend on it at these values)",
+            f"check how {edge.what} uses {label(a)}",
+            arrays,
+        )
+    return None
+
+
+def _passes_gradient(graph: FlowGraph, edge: _Edge, a: int, b: int) -> bool | None:
+    """Does the launch's adjoint, seeded with random values on ``b``, give ``a`` a nonzero adjoint? On private
+    buffers: the program's arrays and gradients are left as they are. None: it could not be run."""
+    import numpy as np
+    import warp as wp
+
+    from gradcheck.probes.warp_compat import array_class, is_struct_instance, launch_accepts
+
+    entry = edge.entry
+    kernel, dim, max_blocks, inputs, outputs, device = entry[0], entry[1], entry[2], entry[3], entry[4], entry[5]
+    array_type = array_class()
+    values = [*inputs, *outputs]
+    if any(is_struct_instance(v) for v in values):
+        return None  # struct arguments: their adjoint structs are not rebuilt here
+    plain = wp.Tape()  # what Tape.backward passes as the adjoint of a value that is not an array
+    writes = set(edge.writes)
+    forward, adjoint, source = [], [], None
+    rng = np.random.default_rng(0)
+    try:
+        for value in values:
+            if not isinstance(value, array_type) or not value.ptr:
+                forward.append(value)
+                adjoint.append(None if isinstance(value, array_type) else plain.get_adjoint(value))
+                continue
+            forward.append(wp.clone(value) if value.ptr in writes else value)
+            buffer = wp.zeros_like(value, requires_grad=False)
+            if value.ptr == b:
+                seed = rng.standard_normal(buffer.numpy().shape).astype(buffer.numpy().dtype)
+                buffer.assign(seed)
+            if value.ptr == a and source is None:
+                source = buffer
+            adjoint.append(buffer)
+        if source is None:
+            return None
+        n = len(inputs)
+        options = {"max_blocks": max_blocks, "record_tape": False}
+        block_dim = entry[6] if len(entry) > 6 else None
+        if block_dim and launch_accepts("block_dim"):
+            options["block_dim"] = block_dim
+        wp.launch(
+            kernel,
+            dim,
+            inputs=forward[:n],
+            outputs=forward[n:],
+            adj_inputs=adjoint[:n],
+            adj_outputs=adjoint[n:],
+            adjoint=True,
+            device=device,
+            **options,
+        )
+        return bool(np.any(source.numpy() != 0))
+    except Exception:  # noqa: BLE001 - a launch that cannot be replayed here is not diagnosed
+        return None
+
+
+def _copied(entry):
+    """(dest, src) of a ``wp.copy`` record on the tape (whole or partial), else None."""
+    code = getattr(entry, "__code__", None)
+    cells = getattr(entry, "__closure__", None) or ()
+    if code is None or not getattr(entry, "__qualname__", "").startswith("copy."):
+        return None
+    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+    if "dest" in names and "src" in names:
+        return names["dest"], names["src"]
+    return None
