@@ -192,7 +192,7 @@ class _Search:
                 continue
             kernel = entry[0]
             if not _runs_backward(kernel):
-                continue  # Warp's backward skips it (1.5.1 still launched an adjoint that was never built)
+                continue  # Warp's backward skips it (1.5.1 launched it, and its adjoint wrote nothing)
             inputs, outputs = entry[3], entry[4]
             adj_inputs = [tape.get_adjoint(a) for a in inputs]
             adj_outputs = [tape.get_adjoint(a) for a in outputs]
