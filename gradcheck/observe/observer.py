@@ -265,7 +265,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             return run()
         recording = active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
-        if recording is not None and tape_watch is None and not self.use.active:
+        if recording is not None and tape_watch is None and not self.use.active and call.get("record_tape", True):
             return run()  # a forward launch with nothing to watch: the common case costs one lookup
         if capturing():
             return run()  # recorded into a graph, not run: nothing to fingerprint or read
@@ -275,6 +275,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             found = updates(call, arguments, self.book.by_pointer()) if recording is None else []
             if recording is None:
                 self.unrecorded.launch(call, arguments, "launched while no tape was recording")
+            elif not call.get("record_tape", True):
+                self.unrecorded.launch(call, arguments, "launched with record_tape=False")
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
             use = self.use.before(call, arguments, found)
         result = run()
@@ -472,7 +474,13 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             return
         self._diagnosed |= set(targets)
         it.breaks = it.breaks + diagnose(
-            tape, loss, grads, targets, list(self.unrecorded.events), self.names.label, self.unrecorded.recording_of(tape)
+            tape,
+            loss,
+            grads,
+            targets,
+            list(self.unrecorded.events),
+            self.names.label,
+            self.unrecorded.recording_of(tape),
         )
 
     def _boundary(self) -> bool:

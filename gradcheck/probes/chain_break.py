@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.model.trace import ChainBreak
+from gradcheck.probes.flow_graph import Edge, FlowGraph
 
 CAUSES = {
     "never-read": "no launch reads it",
@@ -40,102 +41,6 @@ CAUSES = {
     "dead-end": "the values reach nothing the loss depends on",
 }
 MAX_TESTED = 32  # launches on one path differentiated alone before giving up
-
-
-class _Edge:
-    __slots__ = ("time", "kind", "what", "site", "index", "reads", "writes", "why", "kernel", "entry", "labels")
-
-    def __init__(self, time, kind, what, site, index, reads, writes, why=None, kernel=None, entry=None, labels=None):
-        self.time, self.kind, self.what, self.site, self.index = time, kind, what, site, index
-        self.reads, self.writes, self.why, self.kernel, self.entry = reads, writes, why, kernel, entry
-        self.labels = labels or {}
-
-    @property
-    def recorded(self) -> bool:
-        return self.index is not None
-
-    def place(self) -> str:
-        from gradcheck.probes.sites import short
-
-        return f"{self.what} ({short(self.site)})" if self.site else self.what
-
-
-class FlowGraph:
-    """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
-
-    def __init__(self, tape, events, recording: int | None = None) -> None:
-        from gradcheck.probes.replay_probe import arrays_of
-        from gradcheck.probes.warp_compat import (
-            argument_access,
-            array_class,
-            backward_disabled,
-            kernel_argument_names,
-            launch_reads,
-            tape_launches,
-        )
-
-        array_type = array_class()
-        self.arrays: dict[int, object] = {}  # data pointer → an array the tape holds there
-        self.edges: list[_Edge] = []
-        launches = tape_launches(tape)
-        sites = {index: where for index, _k, _i, where in launch_reads(launches)}
-        for index, entry in enumerate(launches):
-            if entry.__class__ is list:
-                kernel, inputs, outputs = entry[0], entry[3], entry[4]
-                access = argument_access(kernel)
-                labels = kernel_argument_names(kernel)
-                reads, writes, named = [], [], {}
-                for position, value in enumerate([*inputs, *outputs]):
-                    label = labels[position] if position < len(labels) else f"arg{position}"
-                    written = position >= len(inputs) or (access.known and access.writes_to(label))
-                    for array in arrays_of(value, array_type):
-                        self.arrays.setdefault(array.ptr, array)
-                        named.setdefault(array.ptr, f"{kernel.key}.{label}")
-                        if written:
-                            writes.append(array.ptr)
-                        if not written or access.reads_value(label):
-                            reads.append(array.ptr)
-                self.edges.append(
-                    _Edge(
-                        float(index),
-                        "launch",
-                        kernel.key,
-                        sites.get(index),
-                        index,
-                        tuple(reads),
-                        tuple(writes),
-                        "no-backward" if backward_disabled(kernel) else None,
-                        kernel,
-                        entry,
-                        named,
-                    )
-                )
-            else:
-                pair = _copied(entry)
-                if pair is not None:
-                    dest, src = pair
-                    for array in (dest, src):
-                        if getattr(array, "ptr", None):
-                            self.arrays.setdefault(array.ptr, array)
-                    self.edges.append(_Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
-        count = len(launches)
-        for order, event in enumerate(events):  # in the order they happened
-            at = min(event.at, count) - 0.5 if event.tape == recording and recording is not None else -1.0
-            at += (order + 1) * 1e-7  # events between the same two launches keep their order
-            self.edges.append(
-                _Edge(at, event.kind, event.what, event.site, None, event.reads, event.writes, event.why, None, None,
-                      dict(event.labels))
-            )
-        self.edges.sort(key=lambda e: e.time)
-
-    def label(self, ptr: int, name_of) -> str:
-        array = self.arrays.get(ptr)
-        if array is not None:
-            return name_of(array)
-        for edge in self.edges:
-            if ptr in edge.labels:
-                return edge.labels[ptr]
-        return f"the array at {ptr:#x}"
 
 
 def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int | None = None) -> tuple[ChainBreak, ...]:
@@ -159,8 +64,8 @@ def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int |
 def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> ChainBreak | None:
     start = param.ptr
     arrival: dict[int, float] = {start: -math.inf}
-    parent: dict[int, tuple[_Edge, int]] = {}
-    host: list[tuple[_Edge, int]] = []
+    parent: dict[int, tuple[Edge, int]] = {}
+    host: list[tuple[Edge, int]] = []
     readers = []
     for edge in graph.edges:
         hit = next((r for r in edge.reads if r in arrival and arrival[r] < edge.time), None)
@@ -170,7 +75,7 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
             if hit != start:  # printing the param itself moves nothing
                 host.append((edge, hit))
             continue
-        if hit == start:
+        if hit == start and any(w != start for w in edge.writes):  # an update of the param in place moves nothing
             readers.append(edge)
         for w in edge.writes:
             if w not in arrival:
@@ -235,7 +140,7 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
     )
 
 
-def _path(parent: dict, end: int, start: int) -> list[tuple[_Edge, int, int]]:
+def _path(parent: dict, end: int, start: int) -> list[tuple[Edge, int, int]]:
     """(edge, from, to) from the start to ``end``."""
     out = []
     node = end
@@ -292,9 +197,7 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
     """The link at ``position`` (the one nearest the loss that the tape does not hold), with the unrecorded links
     right before it (a run of launches made before ``with tape:``)."""
     edge, a, _b = path[position]
-    host = next(
-        (h for h in graph.edges if h.kind == "host-read" and a in h.reads and h.time < edge.time), None
-    )
+    host = next((h for h in graph.edges if h.kind == "host-read" and a in h.reads and h.time < edge.time), None)
     if edge.kind == "copy" and host is not None:  # on the CPU, wp.array(x.numpy()) copies from x's own memory
         return ChainBreak(
             key,
@@ -326,15 +229,15 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
     run = [e for e, _a, _b in path[first : position + 1]]
     start = path[first][1]
     places = ", ".join(e.place() for e in run)
-    launched, them = ("launched", "it") if len(run) == 1 else ("each launched", "them")
+    launched, them = ("", "it") if len(run) == 1 else ("each ", "them")
     return ChainBreak(
         key,
         "outside-tape",
         label(start),
         places,
         None,
-        f"{label(start)} reaches the loss through {places}, {launched} while no tape was recording: backward "
-        f"never differentiates {them}, so the gradient stops there",
+        f"{label(start)} reaches the loss through {places}, {launched}{_unrecorded_why(run)}: backward never "
+        f"differentiates {them}, so the gradient stops there",
         "make " + ("that launch" if len(run) == 1 else "those launches") + " inside `with tape:`",
         arrays,
     )
@@ -382,7 +285,7 @@ def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) ->
     return None
 
 
-def _passes_gradient(graph: FlowGraph, edge: _Edge, a: int, b: int) -> bool | None:
+def _passes_gradient(graph: FlowGraph, edge: Edge, a: int, b: int) -> bool | None:
     """Does the launch's adjoint, seeded with random values on ``b``, give ``a`` a nonzero adjoint? On private
     buffers: the program's arrays and gradients are left as they are. None: it could not be run."""
     import numpy as np
@@ -437,13 +340,7 @@ def _passes_gradient(graph: FlowGraph, edge: _Edge, a: int, b: int) -> bool | No
         return None
 
 
-def _copied(entry):
-    """(dest, src) of a ``wp.copy`` record on the tape (whole or partial), else None."""
-    code = getattr(entry, "__code__", None)
-    cells = getattr(entry, "__closure__", None) or ()
-    if code is None or not getattr(entry, "__qualname__", "").startswith("copy."):
-        return None
-    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
-    if "dest" in names and "src" in names:
-        return names["dest"], names["src"]
-    return None
+def _unrecorded_why(edges) -> str:
+    """How the launches got off the tape, as the observer saw it ("launched while no tape was recording")."""
+    whys = list(dict.fromkeys(e.why for e in edges if e.why))
+    return " / ".join(whys) if whys else "launched off the tape"

@@ -1,0 +1,131 @@
+"""The dataflow of one recording, as a graph of launches and arrays: what a gradient chain can follow.
+
+The tape lists its kernel launches and recorded copies (a kernel reads some arguments and writes others: which,
+gradcheck.probes.warp_compat.kernel_access says from its code); gradcheck.observe.unrecorded adds what moved
+values beside it (launches while no tape recorded, copies Warp did not record, host reads). Each edge is placed
+in time: a recorded launch at its position on the tape, an event between the two launches it came between (or
+before them all, when it happened before the tape was entered). Arrays are keyed by data pointer: a view a
+launch is handed and the array the program holds are one node. gradcheck.probes.chain_break walks it; the
+``--graph`` picture draws it.
+"""
+
+from __future__ import annotations
+
+
+class Edge:
+    __slots__ = ("time", "kind", "what", "site", "index", "reads", "writes", "why", "kernel", "entry", "labels")
+
+    def __init__(self, time, kind, what, site, index, reads, writes, why=None, kernel=None, entry=None, labels=None):
+        self.time, self.kind, self.what, self.site, self.index = time, kind, what, site, index
+        self.reads, self.writes, self.why, self.kernel, self.entry = reads, writes, why, kernel, entry
+        self.labels = labels or {}
+
+    @property
+    def recorded(self) -> bool:
+        return self.index is not None
+
+    def place(self) -> str:
+        from gradcheck.probes.sites import short
+
+        return f"{self.what} ({short(self.site)})" if self.site else self.what
+
+
+class FlowGraph:
+    """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
+
+    def __init__(self, tape, events, recording: int | None = None) -> None:
+        from gradcheck.probes.replay_probe import arrays_of
+        from gradcheck.probes.warp_compat import (
+            argument_access,
+            array_class,
+            backward_disabled,
+            kernel_argument_names,
+            launch_reads,
+            tape_launches,
+        )
+
+        array_type = array_class()
+        self.arrays: dict[int, object] = {}  # data pointer → an array the tape holds there
+        self.edges: list[Edge] = []
+        launches = tape_launches(tape)
+        sites = {index: where for index, _k, _i, where in launch_reads(launches)}
+        for index, entry in enumerate(launches):
+            if entry.__class__ is list:
+                kernel, inputs, outputs = entry[0], entry[3], entry[4]
+                access = argument_access(kernel)
+                labels = kernel_argument_names(kernel)
+                reads, writes, named = [], [], {}
+                for position, value in enumerate([*inputs, *outputs]):
+                    label = labels[position] if position < len(labels) else f"arg{position}"
+                    written = position >= len(inputs) or (access.known and access.writes_to(label))
+                    for array in arrays_of(value, array_type):
+                        self.arrays.setdefault(array.ptr, array)
+                        named.setdefault(array.ptr, f"{kernel.key}.{label}")
+                        if written:
+                            writes.append(array.ptr)
+                        if not written or access.reads_value(label):
+                            reads.append(array.ptr)
+                self.edges.append(
+                    Edge(
+                        float(index),
+                        "launch",
+                        kernel.key,
+                        sites.get(index),
+                        index,
+                        tuple(reads),
+                        tuple(writes),
+                        "no-backward" if backward_disabled(kernel) else None,
+                        kernel,
+                        entry,
+                        named,
+                    )
+                )
+            else:
+                pair = _copied(entry)
+                if pair is not None:
+                    dest, src = pair
+                    for array in (dest, src):
+                        if getattr(array, "ptr", None):
+                            self.arrays.setdefault(array.ptr, array)
+                    self.edges.append(Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
+        count = len(launches)
+        for order, event in enumerate(events):  # in the order they happened
+            at = min(event.at, count) - 0.5 if event.tape == recording and recording is not None else -1.0
+            at += (order + 1) * 1e-7  # events between the same two launches keep their order
+            self.edges.append(
+                Edge(
+                    at,
+                    event.kind,
+                    event.what,
+                    event.site,
+                    None,
+                    event.reads,
+                    event.writes,
+                    event.why,
+                    None,
+                    None,
+                    dict(event.labels),
+                )
+            )
+        self.edges.sort(key=lambda e: e.time)
+
+    def label(self, ptr: int, name_of) -> str:
+        array = self.arrays.get(ptr)
+        if array is not None:
+            return name_of(array)
+        for edge in self.edges:
+            if ptr in edge.labels:
+                return edge.labels[ptr]
+        return f"the array at {ptr:#x}"
+
+
+def _copied(entry):
+    """(dest, src) of a ``wp.copy`` record on the tape (whole or partial), else None."""
+    code = getattr(entry, "__code__", None)
+    cells = getattr(entry, "__closure__", None) or ()
+    if code is None or not getattr(entry, "__qualname__", "").startswith("copy."):
+        return None
+    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+    if "dest" in names and "src" in names:
+        return names["dest"], names["src"]
+    return None
