@@ -380,6 +380,9 @@ class Trace:
     # a long program's backwards audited in full only by a cadence (gradcheck.observe.cadence): first, every,
     # backwards, audited; None when every backward was
     sampling: Mapping[str, int] | None = None
+    # --graph: one backward's dataflow (gradcheck.probes.flow_graph.FlowGraph.picture), labels only: the first
+    # audited backward with a chain break or a changed input, else the first audited one; None when not asked for
+    dataflow: object | None = None
 
     @property
     def loss_repeats(self) -> bool:

@@ -109,6 +109,9 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
         self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
         self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
+        self.keep_dataflow = False  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
+        self.dataflow = None
+        self._dataflow_marked = False
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -204,6 +207,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             "iterations": self.backwards if self.auto_iterations else self.log.iterations,
             "sampling": self._sampling(),
             "internal_errors": tuple(self.internal_errors),
+            "dataflow": self.dataflow,
         }
 
     # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
@@ -451,9 +455,23 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
         with self._guard("chain breaks"):
             self._chain_breaks(tape, loss, grads, measured, it)
+        if self.keep_dataflow:
+            with self._guard("dataflow picture"):
+                self._keep_picture(tape, loss, grads, it)
         self.unrecorded.clear()
         with self._guard("iteration"):
             self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
+
+    def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
+        """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
+        from gradcheck.probes.flow_graph import FlowGraph
+
+        marked = bool(it.breaks or it.changed)
+        if self.dataflow is not None and (self._dataflow_marked or not marked):
+            return
+        graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))
+        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards)
+        self._dataflow_marked = marked
 
     def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
         """Where the chain to the loss breaks, for each param (each leaf, when the program showed no param) whose
