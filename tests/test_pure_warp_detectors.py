@@ -171,7 +171,8 @@ def test_missing_gradient_names_kernels_built_without_backward():
     result, _ = run_scenario(str(SCENARIOS / "no_backward.py"), passes=2)
     (missing,) = by_check(result.findings, "missing-gradient")
     assert missing.subject == "x.grad"
-    assert "enable_backward=False (squared_sum)" in missing.message
+    assert "squared_sum (no_backward.py:" in missing.message and "enable_backward=False" in missing.message
+    assert missing.evidence["break"]["cause"] == "no-backward"
     assert "enable_backward=True" in missing.hint and "Newton" not in missing.hint  # a pure-Warp program
 
 

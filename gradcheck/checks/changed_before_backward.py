@@ -1,13 +1,14 @@
-"""changed-before-backward: an array a recorded launch read changed between forward() and tape.backward.
+"""changed-before-backward: an array a recorded launch read changed, outside the tape's launches, before
+tape.backward.
 
 Warp's tape keeps references to the arrays each launch was given, not their values: backward replays every
-launch with whatever those arrays hold when it runs. An in-place edit between forward and backward (a param
-clamped or normalised, a numpy write through a CPU view, ``assign`` of a new start state, a buffer refreshed
-for the next step) makes backward differentiate a function the forward never evaluated, with no error from
-Warp (NVIDIA/warp#1350: PyTorch's version counters would have raised). The observer fingerprints what each
-recording read when it ends and again when its backward starts (gradcheck.probes.input_watch): on every backward
-of a program under ``gradcheck exec``; under ``gradcheck run`` on the first pass of scenarios with their own
-``backward(tape, loss)``, since the default backward runs right after forward() and no program code runs between.
+launch with whatever those arrays hold when it runs. An edit outside kernels after the launch that read it — still
+inside the forward (a numpy write through a CPU view, ``assign``, ``fill_``, an unrecorded ``wp.copy``) or between
+forward and backward (a param clamped or normalised, a start state refreshed) — makes backward differentiate a
+function the forward never evaluated, with no error from Warp (NVIDIA/warp#1350: PyTorch's version counters would
+have raised). The observer fingerprints each input right after the first launch that read it and again when its
+backward starts (gradcheck.probes.input_watch): on the audited backwards of a program under ``gradcheck exec``,
+on the first pass under ``gradcheck run`` (the default backward included).
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ NAME = "changed-before-backward"
 SUMMARY = "arrays a recorded launch read must not change before tape.backward replays it"
 
 EXPLAIN = """
-What it means: an array that a launch on the tape read changed after forward() returned and before
-tape.backward ran. Backward replays each launch with the values the arrays hold at that moment, so the gradient
-is of a function the forward never evaluated. Warp raises nothing (NVIDIA/warp#1350 asks for version counters).
+What it means: an array that a launch on the tape read changed, outside the tape's own launches, after that
+launch ran and before tape.backward. Backward replays each launch with the values the arrays hold at that moment,
+so the gradient is of a function the forward never evaluated. Warp raises nothing (NVIDIA/warp#1350 asks for
+version counters). An array a later launch on the tape rewrites is write-after-read's, not this check's.
 
-Severity: an error, under run (first pass, for scenarios with their own backward) and exec (every backward).
+Severity: an error, under run (the first pass) and exec (the audited backwards).
 
 Common causes: params clamped, normalised or projected in place before backward; a numpy write through a CPU
-view (arr.numpy()[i] = ...); state.assign(...) or wp.copy into a start state before backward; an input buffer
-refreshed for the next step before the last one was differentiated.
+view (arr.numpy()[i] = ...) or an assign/fill_/wp.copy into an input after the launch that read it, inside the
+forward; state.assign(...) into a start state before backward; an input buffer refreshed for the next step before
+the last one was differentiated.
 
 Fix: change arrays only after backward (and after reading the gradients), or give the forward a copy.
 
@@ -58,10 +61,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 severity=Severity.ERROR,
                 subject=first.subject,
                 message=(
-                    f"{others}{first.subject} changed after the forward recorded it and before backward "
-                    f"{_at(trace, record)}; backward replays {readers} with the new values, so the gradient is of a "
-                    f"function the forward never evaluated ({count} of {trace.iterations or len(trace.passes)} "
-                    f"{trace.units})"
+                    f"{others}{first.subject} changed outside the tape's launches after {_reader(first)} read it and "
+                    f"before backward {_at(trace, record)}; backward replays {readers} with the new values, so the "
+                    f"gradient is of a function the forward never evaluated ({count} of "
+                    f"{trace.iterations or len(trace.passes)} {trace.units})"
                 ),
                 hint=f"change {first.subject} only after tape.backward (and after reading gradients), or give the "
                 "forward a copy of it",
@@ -69,6 +72,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     "arrays": [c.subject for c in members],
                     "readers": list(first.readers),
                     "reader_count": first.reader_count,
+                    "reader_indices": [first.first_reader] if first.first_reader is not None else [],
                     "first_pass": record.index,
                     "site": record.site,
                     "count": count,
@@ -76,6 +80,11 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
             )
         )
     return tuple(findings)
+
+
+def _reader(change) -> str:
+    """The first launch that read it ("launch #3 shift (train.py:40)"), or "the launch"."""
+    return change.readers[0] if change.readers else "the launch"
 
 
 def _at(trace: Trace, record) -> str:

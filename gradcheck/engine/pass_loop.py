@@ -37,8 +37,9 @@ class PassLoop:
         with observer.ignoring():
             restore(params_of(scenario, name), self.snapshots)
         params = self._params(index)
-        # a scenario's own backward code runs between forward() and tape.backward: watch what it changes, once
-        observer.watch_inputs = index == 1 and self._custom_backward
+        # what forward() changes outside kernels after a launch read it, and a scenario's own backward code before
+        # tape.backward: watched on the first pass (fingerprints at launch time, gradcheck.probes.input_watch)
+        observer.watch_inputs = index == 1
         tape = wp.Tape()
         with tape:
             loss = call(name, "forward", scenario.forward)

@@ -219,11 +219,13 @@ class BlameResult:
 
 @dataclass(frozen=True)
 class ChangedInput:
-    """An array a recorded launch read that changed after forward() returned and before tape.backward ran."""
+    """An array a recorded launch read that changed, outside the tape's launches, between that launch and
+    tape.backward."""
 
     subject: str
     readers: tuple[str, ...]  # "launch #12 chain_energy (spring_chain.py:104)", first few
     reader_count: int  # launches on the tape that read it
+    first_reader: int | None = None  # tape position of the first launch that read it (fingerprinted right after it)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self._structure_changed = True
         self._wars: dict[int, RewriteWatch] = {}
         self._hazards: tuple = ((), ())
-        self._inputs: dict[int, object] = {}
+        self._inputs: dict[int, object] = {}  # id(tape) → (tape, InputWatch) of recordings whose backward is to come
+        self._recording_inputs: dict[int, object] = {}  # id(tape) → the InputWatch of a tape still recording
         self._zero_label: str | None = None
         self._in_zero_step = 0
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
@@ -225,6 +226,10 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self.unrecorded.entered(tape)
         with self._guard("recording"):
             self._flush_zero()
+            if self.watch_inputs:
+                from gradcheck.probes.input_watch import InputWatch
+
+                self._recording_inputs[id(tape)] = InputWatch()
             self._recordings += 1
             n = self._recordings
             if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
@@ -252,12 +257,16 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             if watch is not None:
                 self.names.tape = tape
                 self._hazards = watch.results(self.names.label)
-            if self.watch_inputs:
+            watch = self._recording_inputs.pop(id(tape), None)
+            if watch is None and self.watch_inputs:
                 from gradcheck.probes.input_watch import InputWatch
 
+                watch = InputWatch()  # entered while the observer was light: every input is fingerprinted now
+            if watch is not None:
+                watch.close(tape)
                 if len(self._inputs) >= 4:  # the recordings whose backward is still to come: a few at most
                     self._inputs.pop(next(iter(self._inputs)))
-                self._inputs[id(tape)] = (tape, InputWatch(tape))
+                self._inputs[id(tape)] = (tape, watch)
 
     def on_launch(self, call, run):
         if self.blame is not None and self.blame.recording:
@@ -269,8 +278,15 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             return run()
         recording = active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
-        if recording is not None and tape_watch is None and not self.use.active and call.get("record_tape", True):
-            return run()  # a forward launch with nothing to watch: the common case costs one lookup
+        inputs = self._recording_inputs.get(id(recording)) if self._recording_inputs else None
+        if (
+            recording is not None
+            and tape_watch is None
+            and inputs is None
+            and not self.use.active
+            and call.get("record_tape", True)
+        ):
+            return run()  # a forward launch with nothing to watch: the common case costs a few lookups
         if capturing():
             return run()  # recorded into a graph, not run: nothing to fingerprint or read
         arguments, found, war, use = [], [], None, None
@@ -285,6 +301,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             use = self.use.before(call, arguments, found)
         result = run()
         with self._guard("launch"):
+            if inputs is not None and call.recorded:
+                inputs.after_launch(recording, call, arguments)
             if war is not None:
                 tape_watch.after(call, arguments, war)
             if use:

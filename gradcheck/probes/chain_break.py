@@ -169,8 +169,8 @@ def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak |
                 label(a),
                 edge.place(),
                 edge.index,
-                f"the chain from {name} to the loss passes through {edge.place()}, a kernel built with "
-                "enable_backward=False: backward skips it, so nothing reaches " + label(a),
+                f"{edge.place()}, a kernel built with enable_backward=False, is on the path from {name} to the "
+                f"loss: backward skips it, so nothing reaches {label(a)}",
                 f"build {edge.what} with enable_backward=True (the default), or give it a @wp.func_grad",
                 arrays,
             )

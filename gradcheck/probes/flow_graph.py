@@ -81,7 +81,7 @@ class FlowGraph:
                     )
                 )
             else:
-                pair = _copied(entry)
+                pair = copied(entry)
                 if pair is not None:
                     dest, src = pair
                     for array in (dest, src):
@@ -118,8 +118,47 @@ class FlowGraph:
                 return edge.labels[ptr]
         return f"the array at {ptr:#x}"
 
+    def picture(self, name_of, loss, grads, backward: int):
+        """This graph in labels only (gradcheck.model.dataflow.Dataflow), for ``--graph``: every launch, copy and host
+        read as a node, every array they touch as one, and who reads and writes what. Taken now, while the arrays
+        are alive, since the picture is drawn after the program ended. ``loss`` and the arrays ``grads`` seeds are
+        the loss nodes."""
+        from gradcheck.model.dataflow import Dataflow, DataflowLink, DataflowNode
 
-def _copied(entry):
+        sinks = {a.ptr: a for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+        named = self._fallback_labels()
+        nodes, links, arrays, seen = [], [], {}, set()
+        for number, edge in enumerate(self.edges):
+            key = f"t{edge.index}" if edge.recorded else f"e{number}"
+            nodes.append(DataflowNode(key, edge.kind, edge.what, edge.time, edge.site, edge.index, edge.why))
+            for ptr, kind in [*((p, "read") for p in edge.reads), *((p, "write") for p in edge.writes)]:
+                array = arrays.setdefault(ptr, f"a{ptr:x}")
+                link = DataflowLink(array, key, kind) if kind == "read" else DataflowLink(key, array, kind)
+                if link not in seen:
+                    seen.add(link)
+                    links.append(link)
+        for ptr in sinks:
+            arrays.setdefault(ptr, f"a{ptr:x}")
+        for ptr, key in arrays.items():
+            array = self.arrays.get(ptr, sinks.get(ptr))
+            if array is not None:
+                label, has_grad = name_of(array), getattr(array, "grad", None) is not None
+            else:  # known by pointer only (an event off the tape): the label it was launched under
+                label, has_grad = named.get(ptr, f"the array at {ptr:#x}"), None
+            nodes.append(DataflowNode(key, "array", label, has_grad=has_grad, loss=ptr in sinks))
+        loss_key = arrays.get(loss.ptr) if loss is not None and getattr(loss, "ptr", None) else None
+        return Dataflow(backward, tuple(nodes), tuple(links), loss_key)
+
+    def _fallback_labels(self) -> dict[int, str]:
+        """``label``'s second choice for every pointer at once (``kernel.arg`` of the first edge that named it)."""
+        found: dict[int, str] = {}
+        for edge in self.edges:
+            for ptr, text in edge.labels.items():
+                found.setdefault(ptr, text)
+        return found
+
+
+def copied(entry):
     """(dest, src) of a ``wp.copy`` record on the tape (whole or partial), else None."""
     code = getattr(entry, "__code__", None)
     cells = getattr(entry, "__closure__", None) or ()

@@ -41,7 +41,7 @@ def arrays_of(value, array_type):
     from gradcheck.probes.warp_compat import is_struct_instance, struct_fields
 
     if isinstance(value, array_type):
-        if value.ptr:
+        if getattr(value, "ptr", None):  # an object that only claims to be an array (a fixedarray) has none
             yield value
     elif is_struct_instance(value):
         for _name, field_value, _var in struct_fields(value):

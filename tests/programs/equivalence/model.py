@@ -111,7 +111,7 @@ class Problem:
     def forward(self, mistake: str):
         """One recorded forward (call it inside ``with tape:``); returns the loss."""
         self.loss.zero_()
-        if mistake == "changed-before-backward":
+        if mistake in ("changed-before-backward", "changed-inside-forward"):
             self.load_batch(0)
         if mistake == "incomplete-zeroing":
             self.total.zero_()
@@ -138,6 +138,8 @@ class Problem:
             wp.launch(predict, dim=N, inputs=[self.x, self.b], outputs=[self.y])
         smoothing = 0.0 if mistake == "nan" else SMOOTHING
         wp.launch(distance, dim=N, inputs=[self.y, self.target, smoothing], outputs=[self.loss])
+        if mistake == "changed-inside-forward":
+            self.load_batch(1)  # prefetching the next batch into the buffer the loss launch just read
         return self.loss
 
     def before_tape(self, mistake: str):
@@ -171,4 +173,6 @@ MISTAKES = {
     "missing-gradient": "x is doubled by a launch made before the tape: the tape never sees x",
     "write-after-read": "one scratch buffer for both steps of the rollout: the second step rewrites what the first read",
     "changed-before-backward": "the next batch is loaded into the target between the forward and the backward",
+    "changed-inside-forward": "the next batch is loaded into the target right after the loss launch read it, still "
+    "inside the forward (no code of the program's between forward and backward)",
 }
