@@ -15,6 +15,7 @@ import math
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
+from gradcheck.model.origins import first_origin, origin_evidence, origin_text
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import NormSample, ParamTrace, Trace
 
@@ -33,6 +34,9 @@ by --growth (1e4) across an indexed family is a warning.
 
 Common causes: chaotic dynamics (double pendulum), stiff contacts, long horizons, a bug that multiplies the
 adjoint every step.
+
+Where it starts: the first launch of backward (kernel, line, step of a rollout) whose adjoint output exceeds
+--max-norm, found by bisection over the recorded launches at the first backward that shows it.
 
 Fix: shorter horizons or windows, damping, or clipping.
 
@@ -60,6 +64,9 @@ def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding
                 f", but only as the loss grew: |g|/|loss| was {before:.3g} (median before) and is {now:.3g} now, "
                 "so the objective got steep (a penalty switching on), not the backward"
             )
+        origin = first_origin(trace, "growth")
+        if origin is not None and tracked is None:
+            message += f"; {origin_text(origin, f'exceed {options.max_norm:.3g}')}"
         findings.append(
             Finding(
                 check=NAME,
@@ -76,7 +83,8 @@ def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding
                     "peak_at": peak.backward,
                     "loss_at_peak": peak.loss,
                     "tracks_loss": tracked is not None,
-                },
+                }
+                | ({"origin": origin_evidence(origin)} if origin is not None else {}),
             )
         )
     for fam, members in group_by_family(params, key=lambda p: p.name).items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.origins import first_origin, origin_evidence, origin_text
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.model.trace import ParamTrace, Trace
 
@@ -29,6 +30,10 @@ division by a value that reaches 0; an exploding rollout.
 A NaN or Inf loss with finite gradients is reported too (subject "loss"): the bad term is one no param reaches (a
 constant, an uninitialised or stale buffer added to the loss), and whatever optimises or compares that loss is
 broken even though every gradient looks healthy.
+
+Where it starts: the first launch of backward (kernel, line, step of a rollout) whose adjoint output becomes
+non-finite, found by bisection over the recorded launches (a few partial backwards on the tape, the program's
+gradients restored), at the first backward that shows it.
 
 Fix: guard the singular point; --trace-nonfinite names the first operation that produced the NaN.
 
@@ -87,12 +92,14 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
     )
     leaf = "" if worst.is_param else "; no launch was seen updating it from its gradient, so training is unharmed"
     where_in = f" ({at.site})" if at is not None and at.site and not trace.fixed_params else ""
+    origin = first_origin(trace, "nonfinite")
+    started = f"; {origin_text(origin, 'non-finite')}" if origin is not None else ""
     return Finding(
         check=NAME,
         severity=Severity.ERROR if worst.is_param else Severity.INFO,
         subject=worst.subject,
         message=f"{who}{record.nan} NaN and {record.inf} Inf of {record.nonzero} nonzero values from {trace.unit} "
-        f"{first}{where_in} on; {where}{leaf}",
+        f"{first}{where_in} on; {where}{started}{leaf}",
         hint=(
             "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
             "does not: add an eps or branch); --trace-nonfinite names the first operation that produced it"
@@ -106,5 +113,6 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
             "loss_finite": loss_finite,
             "loss": loss if loss_finite else None,
             "affected": [m.subject for m in members],
-        },
+        }
+        | ({"origin": origin_evidence(origin)} if origin is not None else {}),
     )

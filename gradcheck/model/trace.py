@@ -175,6 +175,9 @@ class PassRecord:
     identical: tuple[Rewrite, ...] = ()  # rewrites with the very values the reader saw (harmless)
     zero_step: str | None = None  # what cleared the gradients afterwards ("tape.zero() at train.py:40"); None: nothing
     breaks: tuple[ChainBreak, ...] = ()  # where the chain to the loss breaks, for params with a zero gradient
+    # where a NaN/Inf ("nonfinite") or a norm past --max-norm ("growth") started in this backward: (kind, origin),
+    # origin a gradcheck.probes.backward_origin.BackwardOrigin (labels and numbers only)
+    origins: tuple = ()
 
 
 @dataclass(frozen=True)

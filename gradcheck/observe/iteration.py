@@ -33,6 +33,7 @@ class Iteration:
     identical: tuple = ()
     zero_step: str | None = None
     breaks: tuple = ()
+    origins: tuple = ()
     stats: dict = field(default_factory=dict)  # key → GradStats right after the (last) backward
     readout: dict = field(default_factory=dict)  # key → GradStats where the driver reads gradients
     extra: dict = field(default_factory=dict)  # the driver's own fields (clip_total, clipped)
@@ -64,4 +65,5 @@ class Iteration:
             identical=self.identical,
             zero_step=self.zero_step,
             breaks=self.breaks,
+            origins=self.origins,
         )

@@ -29,6 +29,7 @@ import contextlib
 import weakref
 from dataclasses import replace
 
+from gradcheck.model.options import DEFAULT_CHECKS
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.blame_watch import BlameHooks
@@ -110,6 +111,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
         self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
         self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
+        self.max_norm = DEFAULT_CHECKS.max_norm  # where an exploding adjoint is looked for (the driver's --max-norm)
+        self._origins_done: set[str] = set()  # kinds whose origin was looked for (once each: it costs a few backwards)
         self.keep_dataflow = False  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
         self.dataflow = None
         self._dataflow_marked = False
@@ -473,6 +476,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
         with self._guard("chain breaks"):
             self._chain_breaks(tape, loss, grads, measured, it)
+        with self._guard("nonfinite origin"):
+            self._origins(tape, loss, grads, it)
         if self.keep_dataflow:
             with self._guard("dataflow picture"):
                 self._keep_picture(tape, loss, grads, it)
@@ -480,11 +485,28 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         with self._guard("iteration"):
             self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
 
+    def _origins(self, tape, loss, grads, it: Iteration) -> None:
+        """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by
+        bisection over the tape (gradcheck.probes.backward_origin); looked for at the first backward that shows it."""
+        from gradcheck.probes.backward_origin import backward_origin
+
+        stats = [s for s in it.stats.values() if s is not None]
+        wanted = []
+        if "nonfinite" not in self._origins_done and any(s.nonfinite for s in stats):
+            wanted.append(("nonfinite", None))
+        elif "growth" not in self._origins_done and any(s.norm > self.max_norm for s in stats):
+            wanted.append(("growth", self.max_norm))
+        for kind, threshold in wanted:
+            self._origins_done.add(kind)
+            origin = backward_origin(tape, loss, grads, kind=kind, threshold=threshold)
+            if origin is not None:
+                it.origins = (*it.origins, (kind, origin))
+
     def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
         """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
         from gradcheck.probes.flow_graph import FlowGraph
 
-        marked = bool(it.breaks or it.changed)
+        marked = bool(it.breaks or it.changed or it.origins)
         if self.dataflow is not None and (self._dataflow_marked or not marked):
             return
         graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))

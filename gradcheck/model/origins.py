@@ -1,0 +1,39 @@
+"""Where a bad gradient started, as the checks say it: the first backward launch that made it (one place for
+``nonfinite`` and ``explosion``, which read the same evidence off the pass records)."""
+
+from __future__ import annotations
+
+from gradcheck.model.trace import Trace
+
+
+def first_origin(trace: Trace, kind: str):
+    """The first recorded origin of ``kind`` ("nonfinite" | "growth") over the passes, or None."""
+    for record in trace.passes:
+        for found_kind, origin in record.origins:
+            if found_kind == kind:
+                return origin
+    return None
+
+
+def origin_text(origin, what: str) -> str:
+    """ "it starts in backward at launch #14 step (train.py:40), step 15 of 20, which makes integrate.q.grad
+    non-finite" — the launch, the step of the rollout, the adjoint."""
+    import os
+
+    site = (
+        f" ({os.path.basename(origin.site.rsplit(':', 1)[0])}:{origin.site.rsplit(':', 1)[1]})" if origin.site else ""
+    )
+    step = f", step {origin.step} of {origin.steps}" if origin.steps > 1 else ""
+    return f"it starts in backward at launch #{origin.index} {origin.kernel}{site}{step}, the first to make {origin.array} {what}"
+
+
+def origin_evidence(origin) -> dict:
+    return {
+        "index": origin.index,
+        "kernel": origin.kernel,
+        "site": origin.site,
+        "step": origin.step,
+        "steps": origin.steps,
+        "array": origin.array,
+        "value": origin.value,
+    }
