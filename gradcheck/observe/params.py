@@ -122,7 +122,7 @@ class ParamBook:
 
 
 def tape_leaves(tape) -> list:
-    """Arrays that require grad, that a recorded launch reads and none writes: the leaves of the tape."""
+    """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves."""
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import (
         argument_access,
@@ -133,10 +133,17 @@ def tape_leaves(tape) -> list:
         tape_launches,
     )
 
+    from gradcheck.probes.flow_graph import copied
+
     array_type = array_class()
     read: dict[int, object] = {}
     written: set[int] = set()
-    for _index, kernel, inputs, outputs in launch_io(tape_launches(tape)):
+    launches = tape_launches(tape)
+    for entry in launches:  # a recorded wp.copy writes its destination: an intermediate, not a leaf
+        pair = copied(entry) if entry.__class__ is not list else None
+        if pair is not None:
+            written.add(id(pair[0]))
+    for _index, kernel, inputs, outputs in launch_io(launches):
         access = argument_access(kernel)
         labels = kernel_argument_names(kernel)
         for position, value in enumerate([*inputs, *outputs]):

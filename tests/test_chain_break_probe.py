@@ -1,0 +1,67 @@
+"""The chain-break walk's edges: what the observer logs beside the tape, and arrays that are not leaves.
+
+- a recorded ``wp.copy``'s destination is an intermediate: its zero gradient after backward is no missing gradient;
+- a launch made with ``record_tape=False`` under a recording tape is off the tape: the break names it;
+- the walk never names an in-place update of the param (an SGD step) as the launch that read it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TESTS
+
+EXEC = TESTS / "programs" / "exec"
+
+
+def _exec(path, *args):
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(path), list(args))
+    assert run.status in (None, 0), run.error
+    return result
+
+
+def test_a_recorded_copy_destination_is_not_a_leaf_with_a_missing_gradient():
+    result = _exec(EXEC / "copied_intermediate.py")
+    assert [(f.check, f.subject) for f in result.findings] == []
+
+
+@pytest.fixture(scope="module")
+def warp_cpu():
+    import warp as wp
+
+    wp.init()
+    return wp
+
+
+def test_a_launch_off_the_tape_under_a_recording_tape_is_the_break(warp_cpu):
+    import gradcheck
+
+    wp = warp_cpu
+
+    @wp.kernel
+    def shift(y: wp.array(dtype=float), o: wp.array(dtype=float), z: wp.array(dtype=float)):
+        i = wp.tid()
+        z[i] = y[i] + o[0]
+
+    @wp.kernel
+    def squares(z: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, z[i] * z[i])
+
+    y = wp.array(np.ones(4, dtype=np.float32), requires_grad=True)
+    offset = wp.array([0.5], dtype=float, requires_grad=True)
+    z = wp.zeros(4, dtype=float, requires_grad=True)
+    with gradcheck.audit(params={"offset": offset}) as audit:
+        for _ in range(2):
+            loss = wp.zeros(1, dtype=float, requires_grad=True)
+            tape = wp.Tape()
+            with tape:
+                wp.launch(shift, 4, inputs=[y, offset], outputs=[z], record_tape=False)
+                wp.launch(squares, 4, inputs=[z], outputs=[loss])
+            tape.backward(loss)
+            tape.zero()
+    (missing,) = [f for f in audit.result.findings if f.check == "missing-gradient"]
+    assert missing.evidence["break"]["cause"] == "outside-tape"
+    assert "record_tape=False" in missing.message and "shift (test_chain_break_probe.py:" in missing.message
