@@ -1,0 +1,35 @@
+"""changed-before-backward sees an input changed outside kernels after the launch that read it, inside the forward:
+each input is fingerprinted right after its first reader, not when the recording ends (which saw none of these).
+tests/programs/exec/changed_inside_forward.py changes the target after the loss launch read it by assign, fill_,
+a write through the CPU view, and an unrecorded wp.copy; refreshing it before any launch reads it is correct."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TESTS
+
+PROGRAM = TESTS / "programs" / "exec" / "changed_inside_forward.py"
+SOURCE = PROGRAM.read_text().splitlines()
+LOSS_LAUNCH = next(i for i, line in enumerate(SOURCE, 1) if "wp.launch(squared_error" in line)
+
+
+def _exec(*args):
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(PROGRAM), list(args))
+    assert run.status in (None, 0), run.error
+    return result
+
+
+@pytest.mark.parametrize("change", ["assign", "fill", "numpy-view", "copy"])
+def test_a_change_inside_the_forward_after_the_read_is_named_with_its_reader(change):
+    result = _exec("--change", change)
+    (found,) = [f for f in result.findings if f.check == "changed-before-backward"]
+    assert found.severity.label == "error" and found.subject == "target"
+    assert f"squared_error (changed_inside_forward.py:{LOSS_LAUNCH}) read it" in found.message
+    assert found.evidence["reader_indices"] == [1]  # predict is launch #0, the loss launch #1
+
+
+def test_refreshing_the_input_before_any_launch_reads_it_is_silent():
+    result = _exec("--change", "none")
+    assert [f for f in result.findings if f.check == "changed-before-backward"] == []
