@@ -88,6 +88,7 @@ def test_default_list_is_every_builtin_clean_variant_and_passes(tmp_path):
     data = json.loads(proc.stdout)
     assert {s["name"] for s in data["scenarios"]} == {
         "cartpole",
+        "chains",
         "double-pendulum",
         "lights",
         "nested-struct",
