@@ -322,13 +322,16 @@ def print_uncaught(exc: BaseException, starts_program) -> str:
     return text
 
 
+from gradcheck.probes.warp_compat.hooks import COPY_HOOK_FILE  # noqa: E402 - next to its one use
+
 _GRADCHECK = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _hide_frames(tb, starts_program=None):
     """``tb`` from the frame ``starts_program`` accepts (all of it when None), without gradcheck's own frames in
-    between: the observer's hooks around Warp's functions (a launch Warp rejects raises through them) and the
-    stream wrappers (a print passes through one) are not there under python."""
+    between: the observer's hooks around Warp's functions (a launch Warp rejects raises through them; the wp.copy
+    hook's frame carries a file name inside Warp's package, see COPY_HOOK_FILE) and the stream wrappers (a print
+    passes through one) are not there under python."""
     if starts_program is not None:
         start = tb
         while start is not None and not starts_program(start.tb_frame.f_code):
@@ -336,7 +339,8 @@ def _hide_frames(tb, starts_program=None):
         tb = start
     entries = []
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_GRADCHECK):
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_GRADCHECK) and not filename.endswith(COPY_HOOK_FILE):
             entries.append(tb)
         tb = tb.tb_next
     rebuilt = None

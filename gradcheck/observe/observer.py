@@ -29,11 +29,11 @@ import contextlib
 import weakref
 from dataclasses import replace
 
-from gradcheck.model.options import DEFAULT_CHECKS
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.blame_watch import BlameHooks
 from gradcheck.observe.cadence import ALL, AuditWindows, Cadence
+from gradcheck.observe.causes import Causes
 from gradcheck.observe.gradient_use import GradientUse
 from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
@@ -44,7 +44,7 @@ from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
-from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
+from gradcheck.probes.input_watch import InputWatches
 from gradcheck.probes.liveness import LIVENESS, readable
 from gradcheck.probes.sites import caller_site, short
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
@@ -53,7 +53,7 @@ MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
-class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
+class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
     def __init__(
@@ -99,8 +99,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self._structure_changed = True
         self._wars: dict[int, RewriteWatch] = {}
         self._hazards: tuple = ((), ())
-        self._inputs: dict[int, object] = {}  # id(tape) → (tape, InputWatch) of recordings whose backward is to come
-        self._recording_inputs: dict[int, object] = {}  # id(tape) → the InputWatch of a tape still recording
+        self.inputs = InputWatches()  # what each recording read, fingerprinted at launch time
         self._zero_label: str | None = None
         self._in_zero_step = 0
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
@@ -109,13 +108,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         self.graphs = CapturedGraphs()
         self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
         self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
-        self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
-        self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
-        self.max_norm = DEFAULT_CHECKS.max_norm  # where an exploding adjoint is looked for (the driver's --max-norm)
-        self._origins_done: set[str] = set()  # kinds whose origin was looked for (once each: it costs a few backwards)
-        self.keep_dataflow = False  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
-        self.dataflow = None
-        self._dataflow_marked = False
+        self._init_causes()
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -230,9 +223,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         with self._guard("recording"):
             self._flush_zero()
             if self.watch_inputs:
-                from gradcheck.probes.input_watch import InputWatch
-
-                self._recording_inputs[id(tape)] = InputWatch()
+                self.inputs.enter(tape)
             self._recordings += 1
             n = self._recordings
             if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
@@ -260,16 +251,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             if watch is not None:
                 self.names.tape = tape
                 self._hazards = watch.results(self.names.label)
-            watch = self._recording_inputs.pop(id(tape), None)
-            if watch is None and self.watch_inputs:
-                from gradcheck.probes.input_watch import InputWatch
-
-                watch = InputWatch()  # entered while the observer was light: every input is fingerprinted now
-            if watch is not None:
-                watch.close(tape)
-                if len(self._inputs) >= 4:  # the recordings whose backward is still to come: a few at most
-                    self._inputs.pop(next(iter(self._inputs)))
-                self._inputs[id(tape)] = (tape, watch)
+            self.inputs.exit(tape, self.watch_inputs)
 
     def on_launch(self, call, run):
         if self.blame is not None and self.blame.recording:
@@ -281,14 +263,9 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             return run()
         recording = active_tape()
         tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
-        inputs = self._recording_inputs.get(id(recording)) if self._recording_inputs else None
-        if (
-            recording is not None
-            and tape_watch is None
-            and inputs is None
-            and not self.use.active
-            and call.get("record_tape", True)
-        ):
+        inputs = self.inputs.recording.get(id(recording)) if self.inputs.recording else None
+        quiet = tape_watch is None and inputs is None and not self.use.active
+        if recording is not None and quiet and call.get("record_tape", True):
             return run()  # a forward launch with nothing to watch: the common case costs a few lookups
         if capturing():
             return run()  # recorded into a graph, not run: nothing to fingerprint or read
@@ -296,10 +273,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         with self._guard("launch"):
             arguments = call.arguments()
             found = updates(call, arguments, self.book.by_pointer()) if recording is None else []
-            if recording is None:
-                self.unrecorded.launch(call, arguments, "launched while no tape was recording")
-            elif not call.get("record_tape", True):
-                self.unrecorded.launch(call, arguments, "launched with record_tape=False")
+            self._off_tape(call, arguments, recording)
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
             use = self.use.before(call, arguments, found)
         result = run()
@@ -370,23 +344,9 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         if self._light or capturing():
             return
         with self._guard("host read"):
-            if getattr(array, "ptr", None):
-                self.unrecorded.host_read(array, caller_site())
+            self._host_read(array)
             if self.use.active:
                 self.use.read(array)
-
-    def on_copy(self, dest, src, frame, run):
-        """A ``wp.copy`` the program made: one Warp leaves off the tape is where a gradient chain can break."""
-        if self._light or capturing():
-            return run()
-        with self._guard("copy"):
-            from gradcheck.probes.warp_compat import called_from_warp, is_array, program_site
-
-            if is_array(dest) and is_array(src) and dest.ptr and src.ptr:
-                why = copy_unrecorded(dest, src, active_tape() is not None)
-                if why is not None:
-                    self.unrecorded.copy(dest, src, program_site(frame), why, inside_warp=called_from_warp(frame))
-        return run()
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:
@@ -423,11 +383,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
         if it.backwards == 1:
             with self._guard("leftovers"):
                 self._residue(it)
-        watch = self._inputs.pop(id(tape), None)
-        if watch is not None:
-            with self._guard("changed inputs"):
-                watch[1].check()
-                it.changed = watch[1].results(self.names.label)
+        with self._guard("changed inputs"):
+            it.changed = self.inputs.changed(tape, self.names.label) or ()
         with self._guard("struct pointers"):
             it.observations = self.pointers.audit(self.arguments.struct_roots, first=self.backwards == 1)
         return self._dangling(it)
@@ -474,72 +431,9 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Guarded):
             reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
             seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
             self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
-        with self._guard("chain breaks"):
-            self._chain_breaks(tape, loss, grads, measured, it)
-        with self._guard("nonfinite origin"):
-            self._origins(tape, loss, grads, it)
-        if self.keep_dataflow:
-            with self._guard("dataflow picture"):
-                self._keep_picture(tape, loss, grads, it)
-        self.unrecorded.clear()
+        self._find_causes(tape, loss, grads, measured, it)
         with self._guard("iteration"):
             self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
-
-    def _origins(self, tape, loss, grads, it: Iteration) -> None:
-        """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by
-        bisection over the tape (gradcheck.probes.backward_origin); looked for at the first backward that shows it."""
-        from gradcheck.probes.backward_origin import backward_origin
-
-        stats = [s for s in it.stats.values() if s is not None]
-        wanted = []
-        if "nonfinite" not in self._origins_done and any(s.nonfinite for s in stats):
-            wanted.append(("nonfinite", None))
-        elif "growth" not in self._origins_done and any(s.norm > self.max_norm for s in stats):
-            wanted.append(("growth", self.max_norm))
-        for kind, threshold in wanted:
-            self._origins_done.add(kind)
-            origin = backward_origin(tape, loss, grads, kind=kind, threshold=threshold)
-            if origin is not None:
-                it.origins = (*it.origins, (kind, origin))
-
-    def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
-        """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
-        from gradcheck.probes.flow_graph import FlowGraph
-
-        marked = bool(it.breaks or it.changed or it.origins)
-        if self.dataflow is not None and (self._dataflow_marked or not marked):
-            return
-        graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))
-        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards)
-        self._dataflow_marked = marked
-
-    def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
-        """Where the chain to the loss breaks, for each param (each leaf, when the program showed no param) whose
-        gradient is zero or absent after this backward: looked for once a param, at most MAX_DIAGNOSED."""
-        from gradcheck.probes.chain_break import diagnose
-
-        params = self.book.params()
-        chosen = {id(a) for a in params} if params else None
-        targets = {}
-        for key, array in measured.items():
-            if key in self._diagnosed or (chosen is not None and id(array) not in chosen):
-                continue
-            stats = it.stats.get(key)
-            if array.grad is None or (stats is not None and stats.nonzero == 0):
-                targets[key] = array
-        targets = dict(list(targets.items())[: max(0, MAX_DIAGNOSED - len(self._diagnosed))])
-        if not targets:
-            return
-        self._diagnosed |= set(targets)
-        it.breaks = it.breaks + diagnose(
-            tape,
-            loss,
-            grads,
-            targets,
-            list(self.unrecorded.events),
-            self.names.label,
-            self.unrecorded.recording_of(tape),
-        )
 
     def _boundary(self) -> bool:
         """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""

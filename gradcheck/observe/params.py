@@ -123,6 +123,7 @@ class ParamBook:
 
 def tape_leaves(tape) -> list:
     """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves."""
+    from gradcheck.probes.flow_graph import copied
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import (
         argument_access,
@@ -132,8 +133,6 @@ def tape_leaves(tape) -> list:
         launch_io,
         tape_launches,
     )
-
-    from gradcheck.probes.flow_graph import copied
 
     array_type = array_class()
     read: dict[int, object] = {}

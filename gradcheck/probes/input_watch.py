@@ -37,7 +37,6 @@ class InputWatch:
 
     def after_launch(self, tape, call, arguments) -> None:
         """A launch was just recorded on ``tape``: what it read, fingerprinted now (first reader only)."""
-        from gradcheck.observe.values import fingerprint
         from gradcheck.probes.replay_probe import arrays_of
         from gradcheck.probes.warp_compat import argument_access, array_class
 
@@ -57,7 +56,6 @@ class InputWatch:
 
     def close(self, tape) -> None:
         """Recording ended: arrays read by launches the watch did not see are fingerprinted now."""
-        from gradcheck.observe.values import fingerprint
         from gradcheck.probes.replay_probe import arrays_of
         from gradcheck.probes.warp_compat import array_class, launch_reads, tape_launches
 
@@ -83,8 +81,6 @@ class InputWatch:
 
     def check(self) -> None:
         """At the start of tape.backward: which watched arrays changed since their first reader ran."""
-        from gradcheck.observe.values import fingerprint
-
         if self.checked:  # several tape.backward calls in one backward(): the first one is what matters
             return
         self.checked = True
@@ -100,6 +96,16 @@ class InputWatch:
         return tuple(
             ChangedInput(name_of(array), readers, count, first) for array, readers, count, first in self.changed
         )
+
+
+def fingerprint(array) -> int | None:
+    """A CRC of the array's values; None for memory the program may have freed (never read: "not checked")."""
+    from gradcheck.probes.liveness import readable
+    from gradcheck.probes.replay_probe import fingerprint as crc
+
+    if hasattr(array, "ptr") and not readable(array):
+        return None
+    return crc(array)
 
 
 def _last_writes(tape) -> dict[int, int]:
@@ -130,3 +136,35 @@ def _last_writes(tape) -> dict[int, int]:
         if pair is not None and getattr(pair[0], "ptr", None):
             last[pair[0].ptr] = index
     return last
+
+
+class InputWatches:
+    """The watches of a program's recordings: one per tape while it records, kept after it until its backward
+    (a few at most: a program that records many tapes and differentiates none keeps the latest four)."""
+
+    def __init__(self) -> None:
+        self.recording: dict[int, InputWatch] = {}  # id(tape) → the watch of a tape still recording
+        self._waiting: dict[int, tuple[object, InputWatch]] = {}  # id(tape) → (tape, watch) whose backward is to come
+
+    def enter(self, tape) -> None:
+        self.recording[id(tape)] = InputWatch()
+
+    def exit(self, tape, watch_inputs: bool) -> None:
+        """Recording ended (a tape entered while the observer was light gets its whole watch now)."""
+        watch = self.recording.pop(id(tape), None)
+        if watch is None and watch_inputs:
+            watch = InputWatch()
+        if watch is None:
+            return
+        watch.close(tape)
+        if len(self._waiting) >= 4:
+            self._waiting.pop(next(iter(self._waiting)))
+        self._waiting[id(tape)] = (tape, watch)
+
+    def changed(self, tape, name_of) -> tuple[ChangedInput, ...] | None:
+        """At tape.backward: what changed since its launches read it (None: the tape was not watched)."""
+        entry = self._waiting.pop(id(tape), None)
+        if entry is None:
+            return None
+        entry[1].check()
+        return entry[1].results(name_of)

@@ -136,7 +136,7 @@ def observed(events):
     straight through. The methods: ``on_tape_enter(tape)``, ``on_tape_exit(tape)``,
     ``on_backward(tape, loss, grads, run)``, ``on_zero(tape, run)``, ``on_launch(call, run)``,
     ``on_capture_end(graph)``, ``on_graph_replay(graph, run)``, ``on_host_read(array)`` and, when it has one,
-    ``on_copy(dest, src, frame, run)`` (``program_site(frame)`` says where); each ``run`` calls the original and returns its result.
+    ``on_copy(dest, src, frame)``, told before the copy runs (``program_site(frame)`` says where); each ``run`` calls the original and returns its result.
     """
     import warp as wp
 
@@ -286,10 +286,28 @@ def _copied(events, copy):
             return copy(*args, **kwargs)
         dest = args[0] if args else kwargs.get("dest")
         src = args[1] if len(args) > 1 else kwargs.get("src")
-        return events.on_copy(dest, src, sys._getframe(1), lambda: copy(*args, **kwargs))
+        events.on_copy(dest, src, sys._getframe(1))  # told before: the copy itself is called from this frame
+        return copy(*args, **kwargs)
 
     watched_copy.__wrapped__ = copy
+    # Warp names the program's line in its verify_autograd_array_access warning by walking up to the first frame
+    # outside its own package (warp._src.context._copy_caller_location): this wrapper's frame must count as Warp's,
+    # or the warning would name gradcheck's file instead of the program's line (as it does not under python)
+    import os
+
+    home = os.path.dirname(getattr(sys.modules.get(getattr(copy, "__module__", "")), "__file__", "") or "")
+    if home:
+        watched_copy.__code__ = _renamed(watched_copy.__code__, os.path.join(home, COPY_HOOK_FILE))
     return watched_copy
+
+
+def _renamed(code, filename: str):
+    """``code`` and any code it contains with ``filename`` as their file."""
+    consts = tuple(_renamed(c, filename) if hasattr(c, "co_filename") else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+COPY_HOOK_FILE = "_gradcheck_copy_hook.py"  # the file name the copy hook's frame shows (see _copied)
 
 
 def _read(events, numpy):

@@ -1,0 +1,122 @@
+"""The Observer's side of "why": after a backward, where a zero gradient's chain to the loss breaks, where a NaN or
+an exploding adjoint started, and the picture ``--graph`` draws; before it, what moved values beside the tape.
+
+Each is looked for only when there is something to explain (a param whose gradient is zero or absent, a gradient
+that holds NaN/Inf or exceeds --max-norm), once a param or kind, so a long run pays for it a few times at most:
+gradcheck.probes.chain_break, gradcheck.probes.backward_origin, gradcheck.probes.flow_graph do the work.
+"""
+
+from __future__ import annotations
+
+from gradcheck.model.options import DEFAULT_CHECKS
+from gradcheck.observe.iteration import Iteration
+from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
+from gradcheck.probes.warp_compat.runtime import active_tape, capturing
+
+MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
+
+
+class Causes:
+    def _init_causes(self) -> None:
+        self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
+        self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
+        self.max_norm = DEFAULT_CHECKS.max_norm  # where an exploding adjoint is looked for (the driver's --max-norm)
+        self._origins_done: set[str] = set()  # kinds whose origin was looked for (once each: it costs a few backwards)
+        self.keep_dataflow = False  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
+        self.dataflow = None
+        self._dataflow_marked = False
+
+    def _find_causes(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
+        """Right after a backward (its gradients measured into ``it.stats``): what explains them; the log of what
+        moved values beside the tape starts afresh."""
+        with self._guard("chain breaks"):
+            self._chain_breaks(tape, loss, grads, measured, it)
+        with self._guard("nonfinite origin"):
+            self._origins(tape, loss, grads, it)
+        if self.keep_dataflow:
+            with self._guard("dataflow picture"):
+                self._keep_picture(tape, loss, grads, it)
+        self.unrecorded.clear()
+
+    def _off_tape(self, call, arguments, recording) -> None:
+        """A launch the tape will not hold (no tape recording, or ``record_tape=False``), for the chain-break walk."""
+        if recording is None:
+            self.unrecorded.launch(call, arguments, "launched while no tape was recording")
+        elif not call.get("record_tape", True):
+            self.unrecorded.launch(call, arguments, "launched with record_tape=False")
+
+    def _host_read(self, array) -> None:
+        if getattr(array, "ptr", None):
+            from gradcheck.probes.sites import caller_site
+
+            self.unrecorded.host_read(array, caller_site())
+
+    def on_copy(self, dest, src, frame) -> None:
+        """A ``wp.copy`` the program is about to make: one Warp leaves off the tape is where a gradient chain can
+        break (told before it runs, so that the copy is called from the hook's frame, which Warp counts as its own)."""
+        if self._light or capturing():
+            return
+        with self._guard("copy"):
+            from gradcheck.probes.warp_compat import called_from_warp, is_array, program_site
+
+            # indexed and fabric arrays have no one data pointer: no edge the walk could follow
+            if is_array(dest) and is_array(src) and getattr(dest, "ptr", None) and getattr(src, "ptr", None):
+                why = copy_unrecorded(dest, src, active_tape() is not None)
+                if why is not None:
+                    self.unrecorded.copy(dest, src, program_site(frame), why, inside_warp=called_from_warp(frame))
+
+    def _origins(self, tape, loss, grads, it: Iteration) -> None:
+        """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by
+        bisection over the tape (gradcheck.probes.backward_origin); looked for at the first backward that shows it."""
+        from gradcheck.probes.backward_origin import backward_origin
+
+        stats = [s for s in it.stats.values() if s is not None]
+        wanted = []
+        if "nonfinite" not in self._origins_done and any(s.nonfinite for s in stats):
+            wanted.append(("nonfinite", None))
+        elif "growth" not in self._origins_done and any(s.norm > self.max_norm for s in stats):
+            wanted.append(("growth", self.max_norm))
+        for kind, threshold in wanted:
+            self._origins_done.add(kind)
+            origin = backward_origin(tape, loss, grads, kind=kind, threshold=threshold)
+            if origin is not None:
+                it.origins = (*it.origins, (kind, origin))
+
+    def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
+        """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
+        from gradcheck.probes.flow_graph import FlowGraph
+
+        marked = bool(it.breaks or it.changed or it.origins)
+        if self.dataflow is not None and (self._dataflow_marked or not marked):
+            return
+        graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))
+        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards)
+        self._dataflow_marked = marked
+
+    def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
+        """Where the chain to the loss breaks, for each param (each leaf, when the program showed no param) whose
+        gradient is zero or absent after this backward: looked for once a param, at most MAX_DIAGNOSED."""
+        from gradcheck.probes.chain_break import diagnose
+
+        params = self.book.params()
+        chosen = {id(a) for a in params} if params else None
+        targets = {}
+        for key, array in measured.items():
+            if key in self._diagnosed or (chosen is not None and id(array) not in chosen):
+                continue
+            stats = it.stats.get(key)
+            if array.grad is None or (stats is not None and stats.nonzero == 0):
+                targets[key] = array
+        targets = dict(list(targets.items())[: max(0, MAX_DIAGNOSED - len(self._diagnosed))])
+        if not targets:
+            return
+        self._diagnosed |= set(targets)
+        it.breaks = it.breaks + diagnose(
+            tape,
+            loss,
+            grads,
+            targets,
+            list(self.unrecorded.events),
+            self.names.label,
+            self.unrecorded.recording_of(tape),
+        )
