@@ -125,7 +125,8 @@ RUN_CASES = {
     "host-round-trip": ("host-round-trip", "bump", at("numpy()", CHAINS, "return wp.array(self.bump.numpy()")),
     "outside-tape": ("outside-tape", "offset", at("broadcast", CHAINS, SPREAD)),
     "unrecorded-copy": ("unrecorded-copy", "bump", at("wp.copy", CHAINS, "wp.copy(self.plain, self.bump)")),
-    "never-read": ("never-read", "offset", None),
+    # the value is taken to the host inside the forward and handed to the kernel as a float: that read is named
+    "never-read": ("never-read", "offset", at("numpy()", CHAINS, "float(self.offset.numpy()[0])")),
     "no-adjoint-builtin": ("no-adjoint-builtin", "offset", at("broadcast_snapped", CHAINS, SPREAD)),
 }
 

@@ -123,6 +123,9 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
     if pointers:
         cause = f"struct adjoint pointers that miss the live gradient: {', '.join(pointers[:3])} (see stale-adjoint)"
         hint = "backward writes into other buffers than the ones read back: fix the struct fields named"
+    elif breaks := [b for r in trace.passes for b in r.breaks]:
+        cause = f"the chain from {breaks[0].param} to the loss breaks: {breaks[0].detail} (see missing-gradient)"
+        hint = breaks[0].fix
     elif wrong and not changed:
         from gradcheck.checks.adjoint_mismatch import fix_for, launch_label
 

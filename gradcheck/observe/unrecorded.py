@@ -100,7 +100,7 @@ def copy_unrecorded(dest, src, recording: bool) -> str | None:
     if not recording:
         return "no tape was recording"
     if getattr(src, "grad", None) is None:
-        return "the source has no gradient (.grad is None)"
+        return "the source has no .grad"
     if getattr(dest, "grad", None) is None:
-        return "the destination has no gradient (.grad is None)"
+        return "the destination has no .grad"
     return None

@@ -87,6 +87,20 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         path = _path(parent, reached, start)
         return _on_path(graph, key, name, path, label)
     if not readers:
+        # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read
+        # (a read before recording started, printing the param after the last step, is not that)
+        taken = next((e for e in graph.edges if e.kind == "host-read" and start in e.reads and e.time > -0.5), None)
+        if taken is not None:
+            return ChainBreak(
+                key,
+                "never-read",
+                name,
+                taken.place(),
+                None,
+                f"no launch reads {name}: its values are read to the host at {taken.place()}, and a value that "
+                "reaches a kernel as a Python number carries no gradient",
+                f"pass the array {name} to the kernel (a wp.array argument read under the tape), not its value",
+            )
         return ChainBreak(
             key,
             "never-read",
@@ -199,13 +213,14 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
     edge, a, _b = path[position]
     host = next((h for h in graph.edges if h.kind == "host-read" and a in h.reads and h.time < edge.time), None)
     if edge.kind == "copy" and host is not None:  # on the CPU, wp.array(x.numpy()) copies from x's own memory
+        back = "there" if host.site == edge.site else f"through {edge.place()}"
         return ChainBreak(
             key,
             "host-round-trip",
             label(a),
             host.place(),
             None,
-            f"{label(a)} is read to the host at {host.place()} and its values come back through {edge.place()}: "
+            f"{label(a)} is read to the host at {host.place()} and its values come back into a new array {back}: "
             "an array made from host values carries no gradient back",
             f"compute with a kernel on {label(a)} under the tape instead of on its .numpy() copy",
             arrays,
