@@ -211,8 +211,18 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
     """The link at ``position`` (the one nearest the loss that the tape does not hold), with the unrecorded links
     right before it (a run of launches made before ``with tape:``)."""
     edge, a, _b = path[position]
-    host = next((h for h in graph.edges if h.kind == "host-read" and a in h.reads and h.time < edge.time), None)
-    if edge.kind == "copy" and host is not None:  # on the CPU, wp.array(x.numpy()) copies from x's own memory
+    # wp.array(x.numpy()): on the CPU one copy from x's own memory; on CUDA numpy() copies x to a host buffer and
+    # wp.array copies that back: the run of unrecorded copies back to the array the program read to the host
+    first = position
+    while first > 0 and path[first - 1][0].kind == "copy" and not path[first - 1][0].recorded:
+        first -= 1
+    upstream = {path[j][1] for j in range(first, position + 1)}
+    host = next(
+        (h for h in graph.edges if h.kind == "host-read" and upstream & set(h.reads) and h.time < edge.time), None
+    )
+    if host is not None:
+        a = next(p for p in host.reads if p in upstream)
+    if edge.kind == "copy" and host is not None:
         back = "there" if host.site == edge.site else f"through {edge.place()}"
         return ChainBreak(
             key,
