@@ -62,7 +62,7 @@ class AuditWindows:
         self._close_window()
         self._close()
         self.leftovers.forget()
-        self._inputs.clear()
+        self.inputs.clear()
         self._wars.clear()
         self._last, self._moved, self._leaf_values = None, False, None
         self._light = True

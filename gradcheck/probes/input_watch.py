@@ -149,6 +149,11 @@ class InputWatches:
     def enter(self, tape) -> None:
         self.recording[id(tape)] = InputWatch()
 
+    def clear(self) -> None:
+        """The audited window ends: the watches of its recordings end with it."""
+        self.recording.clear()
+        self._waiting.clear()
+
     def exit(self, tape, watch_inputs: bool) -> None:
         """Recording ended (a tape entered while the observer was light gets its whole watch now)."""
         watch = self.recording.pop(id(tape), None)
