@@ -65,3 +65,22 @@ def test_a_launch_off_the_tape_under_a_recording_tape_is_the_break(warp_cpu):
     (missing,) = [f for f in audit.result.findings if f.check == "missing-gradient"]
     assert missing.evidence["break"]["cause"] == "outside-tape"
     assert "record_tape=False" in missing.message and "shift (test_chain_break_probe.py:" in missing.message
+
+
+def test_states_made_again_inside_the_tape_are_named_as_replaced_and_the_gradient_traced_to_the_model():
+    """cartpole --fault state-in-tape: params() hands out the states of setup(); forward() makes new ones inside the
+    tape with Newton's Model.state(), a recorded wp.copy of model.joint_q. The tape never reads the param: the break
+    says so, and where the gradient went."""
+    from conftest import run_scenario
+
+    from gradcheck.scenarios._featherstone import newton_missing
+
+    if newton_missing():
+        pytest.skip(newton_missing())
+    result, _ = run_scenario("cartpole", fault="state-in-tape", passes=2, steps="8")
+    assert result.error is None, result.error
+    breaks = {f.subject: f.evidence["break"] for f in result.findings if f.check == "missing-gradient"}
+    assert breaks["states[0].joint_q.grad"]["cause"] == "replaced"
+    (joint_q,) = [f for f in result.findings if f.subject == "states[0].joint_q.grad"]
+    assert "recorded copy of model.joint_q" in joint_q.message
+    assert breaks["controls[0].joint_f.grad"]["cause"] == "replaced"

@@ -39,6 +39,7 @@ CAUSES = {
     "no-adjoint-builtin": "a builtin without an adjoint",
     "zero-adjoint": "a launch whose adjoint passes nothing back",
     "dead-end": "the values reach nothing the loss depends on",
+    "replaced": "the tape reads a newer array of the param's name",
 }
 MAX_TESTED = 32  # launches on one path differentiated alone before giving up
 
@@ -87,6 +88,9 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         path = _path(parent, reached, start)
         return _on_path(graph, key, name, path, label)
     if not readers:
+        replaced = _replacement(graph, param, name, name_of)
+        if replaced is not None:
+            return ChainBreak(key, *replaced)
         # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read
         # (a read before recording started, printing the param after the last step, is not that)
         taken = next((e for e in graph.edges if e.kind == "host-read" and start in e.reads and e.time > -0.5), None)
@@ -152,6 +156,35 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         f"check that the loss is computed from {label(last)} (or from what {name} should change)",
         _arrays(path, label),
     )
+
+
+def _replacement(graph: FlowGraph, param, name: str, name_of) -> tuple | None:
+    """The tape reads another array that goes by the param's name (same shape and type): the program made a new
+    one after handing this one out (Newton's ``Model.state()`` inside the tape), and the gradient went there — or,
+    through the recorded copy that filled it, into the array it was copied from."""
+    shape, dtype = getattr(param, "shape", None), getattr(param, "dtype", None)
+    for ptr, array in graph.arrays.items():
+        if ptr == param.ptr or getattr(array, "shape", None) != shape or getattr(array, "dtype", None) != dtype:
+            continue
+        if not any(ptr in e.reads for e in graph.edges if e.recorded) or name_of(array) != name:
+            continue
+        source = next((e for e in graph.edges if e.kind == "copy" and e.recorded and ptr in e.writes), None)
+        lands = (
+            f"; it is a recorded copy of {graph.label(source.reads[0], name_of)}, whose gradient gets it"
+            if source
+            else ""
+        )
+        return (
+            "replaced",
+            name,
+            None,
+            None,
+            f"the tape never reads this {name}: it reads a newer array of that name, made after this one was handed "
+            f"out as the param (allocated again inside the forward){lands}",
+            f"allocate {name} once, before the tape (Newton: create states and controls outside it), and hand that "
+            "array to the optimizer",
+        )
+    return None
 
 
 def _path(parent: dict, end: int, start: int) -> list[tuple[Edge, int, int]]:
