@@ -84,3 +84,37 @@ def test_states_made_again_inside_the_tape_are_named_as_replaced_and_the_gradien
     (joint_q,) = [f for f in result.findings if f.subject == "states[0].joint_q.grad"]
     assert "recorded copy of model.joint_q" in joint_q.message
     assert breaks["controls[0].joint_f.grad"]["cause"] == "replaced"
+
+
+def test_a_launch_whose_derivative_is_zero_there_is_named_without_blaming_a_builtin(warp_cpu):
+    """A clamp that saturates everywhere: every link is on the tape and has a backward, and the launch alone, on
+    private buffers, passes the param nothing: named as where the gradient stops (no builtin blamed)."""
+    import gradcheck
+
+    wp = warp_cpu
+
+    @wp.kernel
+    def clamp_low(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+        i = wp.tid()
+        y[i] = wp.max(x[i], 0.0)
+
+    @wp.kernel
+    def squares(z: wp.array(dtype=float), loss: wp.array(dtype=float)):
+        i = wp.tid()
+        wp.atomic_add(loss, 0, z[i] * z[i] + 1.0)
+
+    x = wp.array(-np.ones(4, dtype=np.float32), requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    with gradcheck.audit(params={"x": x}) as audit:
+        for _ in range(2):
+            loss = wp.zeros(1, dtype=float, requires_grad=True)
+            tape = wp.Tape()
+            with tape:
+                wp.launch(clamp_low, 4, inputs=[x], outputs=[y])
+                wp.launch(squares, 4, inputs=[y], outputs=[loss])
+            tape.backward(loss)
+            tape.zero()
+    (missing,) = [f for f in audit.result.findings if f.check == "missing-gradient"]
+    assert missing.evidence["break"]["cause"] == "zero-adjoint"
+    assert "clamp_low (test_chain_break_probe.py:" in missing.evidence["break"]["launch"]
+    assert x.grad.numpy().tolist() == [0.0] * 4  # the single-launch test wrote nothing of the program's
