@@ -39,7 +39,9 @@ backward cannot cross, with the array and the launch there: no launch reads the 
 launch made before or outside `with tape:`; a kernel built with enable_backward=False; an intermediate allocated
 with requires_grad=False; a host round trip (.numpy() and back into a new wp.array); a wp.copy Warp did not
 record (it records one only while a tape records and both arrays have a gradient); a builtin without an adjoint
-(wp.floor, wp.round, wp.sign, int casts). `--graph FILE` draws the dataflow with the break marked.
+(wp.floor, wp.round, wp.sign, int casts); a newer array of the param's name that the tape reads instead (states
+allocated again inside the tape); a launch whose derivative is zero at these values (a saturated clamp).
+`--graph FILE` draws the dataflow with the break marked.
 
 Fix: allocate with requires_grad=True and create states and controls before the tape.
 
