@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.run import DEVICE_HELP, MAX_NORM
+from gradcheck.cli.run import DEVICE_HELP, GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
 
@@ -23,6 +23,7 @@ def blame(
     max_norm: float = MAX_NORM,
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    graph: Path = GRAPH,
 ) -> None:
     """Test every launch's adjoint on the values it ran on: one row per kernel (`run --blame always`, one pass)."""
     from gradcheck.cli.run import run
@@ -48,4 +49,5 @@ def blame(
         timeout=None,
         quiet=quiet,
         debug=debug,
+        graph=graph,
     )

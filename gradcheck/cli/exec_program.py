@@ -10,14 +10,15 @@ there is something to say. Everything after the script (or the module) is the pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, emit, error_line, is_regular_target, usage_report
-from gradcheck.cli.run import MAX_NORM
+from gradcheck.cli.output import emit, error_line, is_regular_target, usage_report
+from gradcheck.cli.run import GRAPH, MAX_NORM, draw_graph
 from gradcheck.formats import OutputFormat
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode, combine
@@ -55,15 +56,17 @@ def exec_program(
     blame_at: int = typer.Option(
         None, "--blame-at", min=1, metavar="N", help="the backward --blame tests (default 1; implies --blame)"
     ),
+    graph: Path = GRAPH,
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
     in full, then sampled pairs; --audit-every 1 for all)."""
     from gradcheck.engine.program_audit import audit_program
+    from gradcheck.model import dataflow
     from gradcheck.model.options import CheckOptions
 
     program = list(program or [])
     try:
-        target, output = _checked(program, module, output)
+        target, output, graph = _checked(program, module, output, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         emit(usage_report(str(exc), fail_on), fmt, None)
@@ -73,20 +76,49 @@ def exec_program(
 
     stdio = KeptStdio(report_on_stdout=output is None)
     refresher = _Refresher(output, fmt, fail_on) if output is not None and is_regular_target(output) else None
-    result, run = audit_program(
-        target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
-        top_level=True, cadence=(audit_first, audit_every),
-        blame_at=blame_at if blame_at is not None else (1 if blame else None),
-    )  # fmt: skip
+    with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
+        result, run = audit_program(
+            target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
+            top_level=True, cadence=(audit_first, audit_every),
+            blame_at=blame_at if blame_at is not None else (1 if blame else None),
+        )  # fmt: skip
     if refresher is not None:
         refresher.close()
     report = _report(result, run, fail_on, debug)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
-    raise typer.Exit(_deliver(report, fmt, output, stdio, stopped))
+    code = _deliver(report, fmt, output, stdio, stopped)
+    if graph is not None and not draw_graph(graph, pictures, report.scenarios, _noter(stdio), stdio.line):
+        code = int(combine([ExitCode(code), ExitCode.USAGE]))
+    raise typer.Exit(code)
 
 
-def _checked(program: list[str], module: str | None, output: Path | None) -> tuple[str, Path | None]:
-    """The target, and --output made absolute (the program may chdir); every usage error before anything runs."""
+def _noter(stdio):
+    """``gradcheck: note: …`` on the stderr gradcheck started with, after the program's last line (KeptStdio.line
+    says ``error:``)."""
+
+    def say(message: str) -> None:
+        from gradcheck.engine.hosting import flush_program_streams, tail_of
+
+        if stdio.err is None:
+            return
+        flush_program_streams()
+        tail = tail_of("stderr")
+        text = ("\n" if tail and not tail.endswith("\n") else "") + f"gradcheck: note: {message}\n"
+        fd, identity = stdio.err
+        with contextlib.suppress(OSError):
+            found = os.fstat(fd)
+            if (found.st_dev, found.st_ino, found.st_mode) == identity:  # still the stderr it started with
+                os.write(fd, text.encode(errors="backslashreplace"))
+
+    return say
+
+
+def _checked(
+    program: list[str], module: str | None, output: Path | None, graph: Path | None = None
+) -> tuple[str, Path | None, Path | None]:
+    """The target, and --output and --graph made absolute (the program may chdir); every usage error before
+    anything runs."""
+    from gradcheck.cli.run import check_paths
     from gradcheck.engine.program_files import program_inputs
 
     if module is None and not program:
@@ -96,10 +128,12 @@ def _checked(program: list[str], module: str | None, output: Path | None) -> tup
         raise UsageError(f"no such script {target!r}; give a .py file (or a folder with __main__.py), or -m module")
     if output is not None:
         output = Path(os.path.abspath(os.path.expanduser(output)))
-    check_writable(output, inputs=program_inputs(target, module is not None))
+    if graph is not None:
+        graph = Path(os.path.abspath(os.path.expanduser(graph)))
+    check_paths(output, graph, program_inputs(target, module is not None))
     if output is None and _closed(1):
         raise UsageError("stdout is closed, so the report could not be written; give --output FILE")
-    return target, output
+    return target, output, graph
 
 
 def _closed(fd: int) -> bool:

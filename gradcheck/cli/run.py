@@ -8,12 +8,20 @@ import typer
 
 from gradcheck.cli.output import check_writable, emit, error_line, input_files, stdout_to_stderr, usage_report
 from gradcheck.formats import OutputFormat
+from gradcheck.model import dataflow
 from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode, combine
 from gradcheck.model.options import DEFAULT_CHECKS, DEFAULT_FD, DEFAULT_RUN, BlameMode, FailOn, FDMode
 
 DEVICE_HELP = "cpu or cuda:N (default: cuda:0 when available, else cpu)"
 # the check thresholds `run`, `blame` and `exec` share (defaults from gradcheck.model.options, stated once)
 MAX_NORM = typer.Option(DEFAULT_CHECKS.max_norm, "--max-norm", help="explosion: gradient norm above this is an error")
+GRAPH = typer.Option(
+    None,
+    "--graph",
+    metavar="FILE",
+    help="also draw one backward's dataflow with what is wrong marked: .svg/.png (needs Graphviz dot), else dot",
+)
 
 
 def run(
@@ -54,12 +62,14 @@ def run(
     ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
+    graph: Path = GRAPH,
 ) -> None:
     """Run scenarios' forward/backward passes and check their gradients."""
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine import pipeline
     from gradcheck.model.options import CheckOptions, FDOptions, RunOptions, parse_settings
 
+    pictures: list = []  # --graph: what the drivers kept, (scenario name, Dataflow | None)
     try:
         options = RunOptions(
             device=device,
@@ -77,14 +87,14 @@ def run(
             timeout=timeout,
         )
         try:
-            check_writable(output, inputs=input_files(specs))
+            check_paths(output, graph, input_files(specs))
         except UsageError:
             output = None  # the usage error is then reported on stdout, once
             raise
-        with stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars:
+        with stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars, dataflow.collecting() as pictures:
             report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)
     except UsageError as exc:
-        report = usage_report(str(exc), fail_on)
+        report, graph = usage_report(str(exc), fail_on), None
     for result in report.scenarios:
         if result.error:
             error_line(result.error)
@@ -93,4 +103,54 @@ def run(
     if report.error:
         error_line(report.error)
     emit(report, fmt, output)
-    raise typer.Exit(int(report.exit_code))
+    raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))
+
+
+def _drawn(graph: Path | None, pictures, report, timeout: float | None) -> ExitCode:
+    """--graph after the report; the exit code, the usage error's when the picture could not be written."""
+    if graph is None:
+        return report.exit_code
+    if timeout is not None:
+        note("--graph: nothing drawn, since --timeout runs the scenarios in worker processes; run without it")
+        return report.exit_code
+    written = draw_graph(graph, pictures, report.scenarios, note, error_line)
+    return report.exit_code if written else combine([report.exit_code, ExitCode.USAGE])
+
+
+def note(message: str) -> None:
+    typer.echo(f"gradcheck: note: {message}", err=True)
+
+
+def check_paths(output: Path | None, graph: Path | None, inputs) -> None:
+    """--output and --graph, checked before anything runs: a directory, an unwritable place, one of the run's
+    inputs, or --graph naming the report's own file is a usage error."""
+    check_writable(output, inputs=inputs)
+    if graph is None:
+        return
+    check_writable(graph, "--graph", inputs)
+    if output is not None and graph.expanduser().resolve() == output.expanduser().resolve():
+        raise UsageError(f"--graph and --output both name {str(graph)!r}; give the picture a file of its own")
+
+
+def draw_graph(path: Path, pictures, scenarios, say, fail) -> bool:
+    """--graph, after the report: the picture of the first scenario with findings (else the first) whose backward
+    was audited, drawn with its findings marked. ``pictures``: the (name, Dataflow | None) the drivers kept;
+    ``say`` and ``fail`` print one line (a note, an error). False when the file could not be written (exit 2)."""
+    from gradcheck.formats.dot_graph import write_graph
+
+    drawn = {name: picture for name, picture in pictures if picture is not None}
+    candidates = [s for s in scenarios if s.name in drawn]
+    if not candidates:
+        say(f"--graph: no backward was audited, so there is no dataflow to draw; {str(path)!r} was not written")
+        return True
+    chosen = next((s for s in candidates if s.findings), candidates[0])
+    try:
+        told = write_graph(path, drawn[chosen.name], chosen.findings)
+    except OSError as exc:
+        fail(f"cannot write --graph {str(path)!r}: {exc.strerror or exc}")
+        return False
+    if len(scenarios) > 1:
+        say(f"--graph draws one scenario: {chosen.name} (backward {drawn[chosen.name].backward})")
+    if told:
+        say(told)
+    return True

@@ -47,11 +47,13 @@ def audit_program(
     one (observe.blame_watch), None for none."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
+    from gradcheck.model import dataflow
     from gradcheck.observe.cadence import Cadence
 
     audit = ProgramAudit(
-        lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at
-    )
+        lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at,
+        keep_dataflow=dataflow.wanted(),
+    )  # fmt: skip
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
     def start() -> None:
@@ -76,7 +78,9 @@ def audit_program(
         code = ExitCode.SCENARIO_ERROR
     fields = dict(spec=name, name=name, error=error, error_code=code, traceback=run.traceback, seconds=run.seconds)
     if audit.observer is None or hook.failed is not None:
+        dataflow.keep(name, None)
         return _unobserved(hook.failed, fields), run
+    dataflow.keep(name, audit.trace().dataflow)
     notes = []
     if run.stopped:
         notes.append(run.error)
@@ -145,12 +149,17 @@ class ProgramAudit:
     """The observer around code of this process: ``with ProgramAudit(roots): ...``, then ``result()``.
 
     ``roots()`` returns {name: object} where the program keeps its state (for names); ``params``: arrays the caller
-    declares as parameters ({key: array}), judged as a scenario's params() are."""
+    declares as parameters ({key: array}), judged as a scenario's params() are; ``keep_dataflow``: keep one
+    backward's dataflow picture (``trace().dataflow``, for --graph)."""
 
-    def __init__(self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None):
+    def __init__(
+        self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None,
+        keep_dataflow: bool = False,
+    ):  # fmt: skip
         from gradcheck.observe.cadence import Cadence
 
         self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
+        self._keep_dataflow = keep_dataflow
         self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
@@ -170,6 +179,7 @@ class ProgramAudit:
             fixed_params=False,
             cadence=self._cadence,
         )
+        self.observer.keep_dataflow = self._keep_dataflow
         if self._params:
             self.observer.declare(dict(self._params))
         if self._blame_at is not None:

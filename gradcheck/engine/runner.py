@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from gradcheck.engine.pass_loop import PassLoop, frozen_heap
 from gradcheck.engine.post_pass import ProbeContext, run_probes, state_snapshot
 from gradcheck.engine.scenario_hooks import CURRENT_PASS, PassFailed, params_of, setup
+from gradcheck.model import dataflow
 from gradcheck.model.errors import ScenarioError
 from gradcheck.model.options import BlameMode, FDMode, FDOptions
 from gradcheck.model.trace import Trace
@@ -54,6 +55,7 @@ def run_passes(
             # the state the first pass starts from, for finite-difference rollouts to start from too
             state = state_snapshot(scenario, params) if fd is not None and fd.mode is not FDMode.off else None
             observer = _observer(scenario, device, ledger, params, snapshots)
+            observer.keep_dataflow = dataflow.wanted()  # --graph
             loop = PassLoop(scenario, name, device, snapshots, observer, progress, clip_norm)
             head = {"scenario": name, "fault": fault, "device": device, "options": options, "clip_norm": clip_norm}
             _passes(loop, passes, observer, head)
@@ -112,6 +114,7 @@ def _trace(observer, head: dict, scenario, errors: tuple = (), **probes) -> Trac
 
     fields = observer.trace_fields()
     fields["internal_errors"] = fields["internal_errors"] + tuple(errors)
+    dataflow.keep(head["scenario"], fields["dataflow"])
     return Trace(
         **head,
         zero_step="scenario.zero(tape)" if callable(getattr(scenario, "zero", None)) else "tape.zero()",

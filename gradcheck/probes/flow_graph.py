@@ -118,36 +118,54 @@ class FlowGraph:
                 return edge.labels[ptr]
         return f"the array at {ptr:#x}"
 
-    def picture(self, name_of, loss, grads, backward: int):
+    def picture(self, name_of, loss, grads, backward: int, arrays=()):
         """This graph in labels only (gradcheck.model.dataflow.Dataflow), for ``--graph``: every launch, copy and host
         read as a node, every array they touch as one, and who reads and writes what. Taken now, while the arrays
         are alive, since the picture is drawn after the program ended. ``loss`` and the arrays ``grads`` seeds are
-        the loss nodes."""
+        the loss nodes; ``arrays``: more the driver holds (its params; their gradients too), named by ``name_of``
+        where only launches off the tape touched them (known here by pointer alone), as chain_break names them."""
         from gradcheck.model.dataflow import Dataflow, DataflowLink, DataflowNode
 
         sinks = {a.ptr: a for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+        held = {a.ptr: a for a in arrays if getattr(a, "ptr", None)}
+        gradients = {g.ptr: g for g in (getattr(a, "grad", None) for a in held.values()) if getattr(g, "ptr", None)}
         named = self._fallback_labels()
-        nodes, links, arrays, seen = [], [], {}, set()
+        written = {ptr for edge in self.edges for ptr in edge.writes}
+        nodes, links, keys, seen = [], [], {}, set()
         for number, edge in enumerate(self.edges):
+            if self._from_outside(edge, written, sinks.keys() | held.keys() | gradients.keys()):
+                continue
             key = f"t{edge.index}" if edge.recorded else f"e{number}"
             nodes.append(DataflowNode(key, edge.kind, edge.what, edge.time, edge.site, edge.index, edge.why))
             for ptr, kind in [*((p, "read") for p in edge.reads), *((p, "write") for p in edge.writes)]:
-                array = arrays.setdefault(ptr, f"a{ptr:x}")
-                link = DataflowLink(array, key, kind) if kind == "read" else DataflowLink(key, array, kind)
+                node = keys.setdefault(ptr, f"a{ptr:x}")
+                argument = edge.labels[ptr].removeprefix(f"{edge.what}.") if ptr in edge.labels else None
+                ends = (node, key) if kind == "read" else (key, node)
+                link = DataflowLink(*ends, kind, argument)
                 if link not in seen:
                     seen.add(link)
                     links.append(link)
         for ptr in sinks:
-            arrays.setdefault(ptr, f"a{ptr:x}")
-        for ptr, key in arrays.items():
-            array = self.arrays.get(ptr, sinks.get(ptr))
-            if array is not None:
-                label, has_grad = name_of(array), getattr(array, "grad", None) is not None
+            keys.setdefault(ptr, f"a{ptr:x}")
+        for ptr, key in keys.items():
+            array = next((m[ptr] for m in (self.arrays, sinks, held, gradients) if ptr in m), None)
+            if array is not None:  # a gradient buffer has no gradient of its own to miss
+                label, has_grad = name_of(array), None if ptr in gradients else getattr(array, "grad", None) is not None
             else:  # known by pointer only (an event off the tape): the label it was launched under
                 label, has_grad = named.get(ptr, f"the array at {ptr:#x}"), None
             nodes.append(DataflowNode(key, "array", label, has_grad=has_grad, loss=ptr in sinks))
-        loss_key = arrays.get(loss.ptr) if loss is not None and getattr(loss, "ptr", None) else None
+        loss_key = keys.get(loss.ptr) if loss is not None and getattr(loss, "ptr", None) else None
         return Dataflow(backward, tuple(nodes), tuple(links), loss_key)
+
+    def _from_outside(self, edge: Edge, written: set, held: set) -> bool:
+        """An unrecorded copy of memory nothing here wrote or holds (``wp.array(numpy_values)``, an ``assign`` from
+        the host): values entering from outside, which start no gradient chain; drawn, every input array would
+        hang from an anonymous pointer."""
+        return (
+            edge.kind == "copy"
+            and not edge.recorded
+            and all(p not in self.arrays and p not in written and p not in held for p in edge.reads)
+        )
 
     def _fallback_labels(self) -> dict[int, str]:
         """``label``'s second choice for every pointer at once (``kernel.arg`` of the first edge that named it)."""
