@@ -87,30 +87,11 @@ def exec_program(
     report = _report(result, run, fail_on, debug)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
     code = _deliver(report, fmt, output, stdio, stopped)
-    if graph is not None and not draw_graph(graph, pictures, report.scenarios, _noter(stdio), stdio.line):
+    if graph is not None and not draw_graph(
+        graph, pictures, report.scenarios, lambda m: stdio.line(m, kind="note"), stdio.line
+    ):
         code = int(combine([ExitCode(code), ExitCode.USAGE]))
     raise typer.Exit(code)
-
-
-def _noter(stdio):
-    """``gradcheck: note: …`` on the stderr gradcheck started with, after the program's last line (KeptStdio.line
-    says ``error:``)."""
-
-    def say(message: str) -> None:
-        from gradcheck.engine.hosting import flush_program_streams, tail_of
-
-        if stdio.err is None:
-            return
-        flush_program_streams()
-        tail = tail_of("stderr")
-        text = ("\n" if tail and not tail.endswith("\n") else "") + f"gradcheck: note: {message}\n"
-        fd, identity = stdio.err
-        with contextlib.suppress(OSError):
-            found = os.fstat(fd)
-            if (found.st_dev, found.st_ino, found.st_mode) == identity:  # still the stderr it started with
-                os.write(fd, text.encode(errors="backslashreplace"))
-
-    return say
 
 
 def _checked(

@@ -248,13 +248,14 @@ class KeptStdio:
         except OSError as exc:
             raise ReportNotWritten(exc.strerror or str(exc)) from None
 
-    def line(self, message: str) -> None:
-        """``gradcheck: error: …`` on the original stderr, after what the program left there, on its own line."""
+    def line(self, message: str, kind: str = "error") -> None:
+        """``gradcheck: error: …`` (or ``note:``) on the original stderr, after what the program left there, on its
+        own line."""
         from gradcheck.engine.hosting import flush_program_streams, tail_of
 
         flush_program_streams()
         tail = tail_of("stderr")
-        text = ("\n" if tail and not tail.endswith("\n") else "") + f"gradcheck: error: {message}\n"
+        text = ("\n" if tail and not tail.endswith("\n") else "") + f"gradcheck: {kind}: {message}\n"
         if self.err is None or _identity(self.err[0]) != self.err[1]:
             return
         with contextlib.suppress(OSError):

@@ -90,7 +90,8 @@ class Causes:
         if self.dataflow is not None and (self._dataflow_marked or not marked):
             return
         graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))
-        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards)
+        arrays = self.book.measured().values()  # the params name what the tape holds only by pointer
+        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards, arrays=arrays)
         self._dataflow_marked = marked
 
     def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:

@@ -88,32 +88,7 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         path = _path(parent, reached, start)
         return _on_path(graph, key, name, path, label)
     if not readers:
-        replaced = _replacement(graph, param, name, name_of)
-        if replaced is not None:
-            return ChainBreak(key, *replaced)
-        # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read
-        # (a read before recording started, printing the param after the last step, is not that)
-        taken = next((e for e in graph.edges if e.kind == "host-read" and start in e.reads and e.time > -0.5), None)
-        if taken is not None:
-            return ChainBreak(
-                key,
-                "never-read",
-                name,
-                taken.place(),
-                None,
-                f"no launch reads {name}: its values are read to the host at {taken.place()}, and a value that "
-                "reaches a kernel as a Python number carries no gradient",
-                f"pass the array {name} to the kernel (a wp.array argument read under the tape), not its value",
-            )
-        return ChainBreak(
-            key,
-            "never-read",
-            name,
-            None,
-            None,
-            f"no launch reads {name}: neither one the tape recorded nor one gradcheck saw outside it",
-            f"pass {name} to the launch that should use it, under the tape",
-        )
+        return _unread(graph, key, param, name, name_of)
     if host:
         edge, ptr = host[0]
         path = _path(parent, ptr, start)
@@ -155,6 +130,37 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         f"{name}'s values reach {label(last)}, and nothing the loss depends on reads it afterwards",
         f"check that the loss is computed from {label(last)} (or from what {name} should change)",
         _arrays(path, label),
+    )
+
+
+def _unread(graph: FlowGraph, key: str, param, name: str, name_of) -> ChainBreak:
+    """No launch reads the param (nothing it reaches is read either): replaced by a newer array, taken to the host
+    as a value, or simply never passed."""
+    replaced = _replacement(graph, param, name, name_of)
+    if replaced is not None:
+        return ChainBreak(key, *replaced)
+    # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read
+    # (a read before recording started, printing the param after the last step, is not that)
+    taken = next((e for e in graph.edges if e.kind == "host-read" and param.ptr in e.reads and e.time > -0.5), None)
+    if taken is not None:
+        return ChainBreak(
+            key,
+            "never-read",
+            name,
+            taken.place(),
+            None,
+            f"no launch reads {name}: its values are read to the host at {taken.place()}, and a value that "
+            "reaches a kernel as a Python number carries no gradient",
+            f"pass the array {name} to the kernel (a wp.array argument read under the tape), not its value",
+        )
+    return ChainBreak(
+        key,
+        "never-read",
+        name,
+        None,
+        None,
+        f"no launch reads {name}: neither one the tape recorded nor one gradcheck saw outside it",
+        f"pass {name} to the launch that should use it, under the tape",
     )
 
 
