@@ -52,7 +52,7 @@ def audit_program(
 
     audit = ProgramAudit(
         lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at,
-        keep_dataflow=dataflow.wanted(),
+        keep_dataflow=dataflow.wanted(), max_norm=checks.max_norm,
     )  # fmt: skip
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
@@ -154,12 +154,12 @@ class ProgramAudit:
 
     def __init__(
         self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None,
-        keep_dataflow: bool = False,
+        keep_dataflow: bool = False, max_norm: float | None = None,
     ):  # fmt: skip
         from gradcheck.observe.cadence import Cadence
 
         self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
-        self._keep_dataflow = keep_dataflow
+        self._keep_dataflow, self._max_norm = keep_dataflow, max_norm
         self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
@@ -180,6 +180,8 @@ class ProgramAudit:
             cadence=self._cadence,
         )
         self.observer.keep_dataflow = self._keep_dataflow
+        if self._max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
+            self.observer.max_norm = self._max_norm
         if self._params:
             self.observer.declare(dict(self._params))
         if self._blame_at is not None:

@@ -40,6 +40,7 @@ def run_passes(
     fd: FDOptions | None = None,
     replay: bool = False,
     blame: BlameMode = BlameMode.off,
+    max_norm: float | None = None,
 ) -> Trace:
     """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
     (tests pass a quarantining one); by default one is installed around setup and the passes."""
@@ -56,6 +57,8 @@ def run_passes(
             state = state_snapshot(scenario, params) if fd is not None and fd.mode is not FDMode.off else None
             observer = _observer(scenario, device, ledger, params, snapshots)
             observer.keep_dataflow = dataflow.wanted()  # --graph
+            if max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
+                observer.max_norm = max_norm
             loop = PassLoop(scenario, name, device, snapshots, observer, progress, clip_norm)
             head = {"scenario": name, "fault": fault, "device": device, "options": options, "clip_norm": clip_norm}
             _passes(loop, passes, observer, head)
