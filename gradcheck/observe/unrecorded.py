@@ -29,7 +29,7 @@ class Unrecorded:
     reads: tuple[int, ...]  # data pointers read
     writes: tuple[int, ...]  # data pointers written
     why: str  # why the tape does not hold it
-    labels: tuple[tuple[int, str], ...] = ()  # data pointer → argument name (``kernel.argument``)
+    labels: tuple[tuple[int, str], ...] = ()  # data pointer written → argument name (``kernel.argument``)
     tape: int | None = None  # which recording was the last one entered when it happened (a count, not an id)
     at: int = 0  # how many launches that tape held then: the event came after those
 
@@ -63,7 +63,7 @@ class UnrecordedLog:
 
     def launch(self, call, arguments, why: str) -> None:
         from gradcheck.probes.replay_probe import arrays_of
-        from gradcheck.probes.warp_compat import argument_access, array_class
+        from gradcheck.probes.warp_compat import argument_access, array_class, is_struct_instance
 
         array_type = array_class()
         access = argument_access(call.kernel)
@@ -71,12 +71,21 @@ class UnrecordedLog:
         outputs_from = len(call.inputs)
         key = getattr(call.kernel, "key", "kernel")
         for position, (label, value) in enumerate(arguments):
+            # every launch outside a tape passes here (a simulation's whole forward, when it records none): plain
+            # arrays and scalars take the short way, struct arguments are walked
+            if value.__class__ is array_type:
+                found = (value,) if value.ptr else ()
+            elif is_struct_instance(value):
+                found = tuple(arrays_of(value, array_type))
+            else:
+                continue
             written = position >= outputs_from or (access.known and access.writes_to(label))
-            for array in arrays_of(value, array_type):
-                (writes if written else reads).append(array.ptr)
-                if written and access.reads_value(label):
+            for array in found:
+                if written:  # what it writes is named after the argument (the walk knows no other name for it)
+                    writes.append(array.ptr)
+                    labels.append((array.ptr, f"{key}.{label}"))
+                if not written or access.reads_value(label):
                     reads.append(array.ptr)
-                labels.append((array.ptr, f"{key}.{label}"))
         if reads and writes:
             self.events.append(
                 Unrecorded("launch", key, call.site, tuple(reads), tuple(writes), why, tuple(labels), **self._when())

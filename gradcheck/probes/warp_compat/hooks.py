@@ -21,6 +21,7 @@ per launch when nothing is being watched. A Warp release that renames any of thi
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 from gradcheck.probes.warp_compat.launches import LAUNCH_METADATA, _internal_launch_module, _launch_signature
@@ -109,14 +110,19 @@ def called_from_warp(frame) -> bool:
 
 def _is_warp_file(filename: str) -> bool:
     """A file of Warp's own package (its helpers), not a program's (Warp's examples and tests are programs)."""
+    root = _warp_root()
+    if not filename.startswith(root):
+        return False
+    return not filename[len(root) :].startswith(("examples", "tests"))
+
+
+@functools.cache
+def _warp_root() -> str:
     import os
 
     import warp
 
-    root = os.path.dirname(warp.__file__) + os.sep
-    if not filename.startswith(root):
-        return False
-    return not filename[len(root) :].startswith(("examples", "tests"))
+    return os.path.dirname(warp.__file__) + os.sep
 
 
 def kernel_argument_names(kernel) -> list[str]:
