@@ -73,8 +73,8 @@ class UnrecordedLog:
         for position, (label, value) in enumerate(arguments):
             # every launch outside a tape passes here (a simulation's whole forward, when it records none): plain
             # arrays and scalars take the short way, struct arguments are walked
-            if value.__class__ is array_type:
-                found = (value,) if value.ptr else ()
+            if issubclass(type(value), array_type):  # type(), not __class__: an object may only claim to be one
+                found = (value,) if getattr(value, "ptr", None) else ()
             elif is_struct_instance(value):
                 found = tuple(arrays_of(value, array_type))
             else:

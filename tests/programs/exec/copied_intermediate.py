@@ -21,7 +21,7 @@ def total(z: wp.array(dtype=float), loss: wp.array(dtype=float)):
 x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
 y = wp.zeros(4, dtype=float, requires_grad=True)
 z = wp.zeros(4, dtype=float, requires_grad=True)
-for it in range(2):
+for _ in range(2):
     loss = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
     with tape:
