@@ -118,3 +118,10 @@ def test_a_launch_whose_derivative_is_zero_there_is_named_without_blaming_a_buil
     assert missing.evidence["break"]["cause"] == "zero-adjoint"
     assert "clamp_low (test_chain_break_probe.py:" in missing.evidence["break"]["launch"]
     assert x.grad.numpy().tolist() == [0.0] * 4  # the single-launch test wrote nothing of the program's
+
+
+def test_a_param_read_through_a_view_by_a_kernel_without_backward_is_that_break_and_a_print_is_no_cause():
+    result = _exec(EXEC / "view_param_no_backward.py")
+    (missing,) = [f for f in result.findings if f.check == "missing-gradient"]
+    assert missing.evidence["break"]["cause"] == "no-backward"
+    assert "fwd (view_param_no_backward.py:" in missing.message and "numpy()" not in missing.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from conftest import SCENARIOS, by_check, needs_retain_grad, needs_subscript_annotations, run_scenario
@@ -164,7 +165,8 @@ def test_names_come_from_the_program_never_from_gradchecks_own_tape():
     assert [p.subject for p in result.params] == ["sim.x.grad"]
     (war,) = by_check(result.findings, "write-after-read")
     assert war.subject == "square.scratch"  # a local of forward(): its kernel argument, not "_tape.arrays[...]"
-    assert not any("_tape" in f.subject or "_tape" in f.message for f in result.findings)
+    # no subject walked through the probe tape (`_tape.arrays[...]`); the scenario's file name, keeps_tape.py, is fine
+    assert not any(re.search(r"\b_tape[.\[]", f.subject + " " + f.message) for f in result.findings)
 
 
 def test_missing_gradient_names_kernels_built_without_backward():

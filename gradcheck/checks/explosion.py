@@ -35,8 +35,9 @@ by --growth (1e4) across an indexed family is a warning.
 Common causes: chaotic dynamics (double pendulum), stiff contacts, long horizons, a bug that multiplies the
 adjoint every step.
 
-Where it starts: the first launch of backward (kernel, line, step of a rollout) whose adjoint output exceeds
---max-norm, found by bisection over the recorded launches at the first backward that shows it.
+Where it crosses the line: the first launch of backward (kernel, line, step of a rollout) whose adjoint output
+exceeds --max-norm, found by bisection over the recorded launches at the first backward that shows it (where the
+norm crosses --max-norm, not where a slow growth began).
 
 Fix: shorter horizons or windows, damping, or clipping.
 
@@ -66,7 +67,7 @@ def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding
             )
         origin = first_origin(trace, "growth")
         if origin is not None and tracked is None:
-            message += f"; {origin_text(origin, f'exceed {options.max_norm:.3g}')}"
+            message += f"; {origin_text(origin, f'exceed {options.max_norm:.3g}', 'it crosses --max-norm')}"
         findings.append(
             Finding(
                 check=NAME,

@@ -133,8 +133,16 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
     if cause is not None and kind != _NO_BUFFER:
-        message += f"; the chain to the loss breaks: {cause.detail}"
+        lead = (
+            "every link to the loss is on the tape, but"
+            if cause.cause == "zero-adjoint"
+            else "the chain to the loss breaks:"
+        )
+        message += f"; {lead} {cause.detail}"
         hint = cause.fix
+        others = [k for k in trace.no_backward_kernels if cause.cause != "no-backward"]
+        if others:  # what the walk could not place still deserves a word
+            message += f"; the tape also holds kernels built with enable_backward=False ({', '.join(others[:4])})"
     elif trace.no_backward_kernels:
         shown = ", ".join(trace.no_backward_kernels[:4]) + (" …" if len(trace.no_backward_kernels) > 4 else "")
         message += (

@@ -15,16 +15,16 @@ def first_origin(trace: Trace, kind: str):
     return None
 
 
-def origin_text(origin, what: str) -> str:
-    """ "it starts in backward at launch #14 step (train.py:40), step 15 of 20, which makes integrate.q.grad
-    non-finite" — the launch, the step of the rollout, the adjoint."""
+def origin_text(origin, what: str, verb: str = "it starts") -> str:
+    """ "it starts in backward at launch #14 integrate (train.py:40), forward step 15 of 20, the first to make
+    integrate.q.grad non-finite": the launch, the step of the rollout (counted as the forward ran), the adjoint."""
     import os
 
     site = (
         f" ({os.path.basename(origin.site.rsplit(':', 1)[0])}:{origin.site.rsplit(':', 1)[1]})" if origin.site else ""
     )
-    step = f", step {origin.step} of {origin.steps}" if origin.steps > 1 else ""
-    return f"it starts in backward at launch #{origin.index} {origin.kernel}{site}{step}, the first to make {origin.array} {what}"
+    step = f", forward step {origin.step} of {origin.steps}" if origin.steps > 1 else ""
+    return f"{verb} in backward at launch #{origin.index} {origin.kernel}{site}{step}, the first to make {origin.array} {what}"
 
 
 def origin_evidence(origin) -> dict:

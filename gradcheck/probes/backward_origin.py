@@ -48,8 +48,10 @@ def backward_origin(
     ``loss``/``grads`` seed the backward as they do for ``Tape.backward``. ``kind="nonfinite"``: bad is NaN/Inf;
     ``kind="growth"``: also an L2 norm over ``threshold``. None when the seed itself is bad, when the whole backward
     is good (nothing to find: the bad gradient did not come from this tape's backward), with neither ``loss`` nor
-    ``grads`` (the seed is unknown), with more than MAX_ENTRIES entries, during a graph capture, or when a buffer the
-    backward would touch may have been freed by the program. The program's gradients are left as they were."""
+    ``grads`` (the seed is unknown), with more than MAX_ENTRIES entries, during a graph capture, when the tape holds a
+    ``record_func`` callback other than Warp's copy adjoint (running the program's code again could change what it
+    does), or when a buffer the backward would touch may have been freed by the program. The program's gradients are
+    left as they were."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     if kind == "growth" and threshold is None:
@@ -59,6 +61,10 @@ def backward_origin(
         return None
     if loss is not None and (getattr(loss, "grad", None) is None or loss.size != 1):
         return None  # Tape.backward refuses such a loss: there is no backward to reproduce
+    if any(entry.__class__ is not list and not _warp_copy(entry) for entry in launches):
+        # a tape.record_func callback of the program's may do anything besides writing gradients (print, count,
+        # call torch): running it again would change what the program does. Only Warp's own copy adjoints are run.
+        return None
 
     from gradcheck.probes.warp_compat import capturing
     from gradcheck.probes.warp_compat.runtime import no_active_tape, quiet
@@ -73,6 +79,13 @@ def backward_origin(
             return search.run()
         finally:
             search.restore()
+
+
+def _warp_copy(entry) -> bool:
+    """The adjoint ``wp.copy`` records (a closure of Warp's own, whole-array or not)."""
+    from gradcheck.probes.flow_graph import copied
+
+    return copied(entry) is not None
 
 
 class _Search:

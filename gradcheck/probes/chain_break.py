@@ -49,13 +49,12 @@ def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int |
     ``events``: gradcheck.observe.unrecorded events, ``recording`` the number they carry for this tape's."""
     if not targets:
         return ()
-    graph = FlowGraph(tape, events, recording)
-    sinks = {a.ptr for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+    graph = FlowGraph(tape, events, recording, extra=targets.values())
+    sinks = {graph.canon(a.ptr) for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
     found = []
     for key, array in targets.items():
         if not getattr(array, "ptr", None):
             continue
-        graph.arrays.setdefault(array.ptr, array)
         result = _diagnose_one(graph, key, array, sinks, name_of)
         if result is not None:
             found.append(result)
@@ -63,7 +62,7 @@ def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int |
 
 
 def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> ChainBreak | None:
-    start = param.ptr
+    start = graph.canon(param.ptr)
     arrival: dict[int, float] = {start: -math.inf}
     parent: dict[int, tuple[Edge, int]] = {}
     host: list[tuple[Edge, int]] = []
@@ -139,10 +138,11 @@ def _unread(graph: FlowGraph, key: str, param, name: str, name_of) -> ChainBreak
     replaced = _replacement(graph, param, name, name_of)
     if replaced is not None:
         return ChainBreak(key, *replaced)
-    # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read
-    # (a read before recording started, printing the param after the last step, is not that)
-    taken = next((e for e in graph.edges if e.kind == "host-read" and param.ptr in e.reads and e.time > -0.5), None)
-    if taken is not None:
+    # float(p.numpy()[0]) handed to a kernel while the tape records: the value is used, the array never read. Said
+    # only on evidence: a launch after the read receives one of the param's values as a number (a print is not that)
+    start = graph.canon(param.ptr)
+    taken = next((e for e in graph.edges if e.kind == "host-read" and start in e.reads and e.time > -0.5), None)
+    if taken is not None and _value_passed(graph, param, taken.time):
         return ChainBreak(
             key,
             "never-read",
@@ -164,13 +164,37 @@ def _unread(graph: FlowGraph, key: str, param, name: str, name_of) -> ChainBreak
     )
 
 
+def _value_passed(graph: FlowGraph, param, after: float) -> bool:
+    """A recorded launch after ``after`` takes, as a scalar argument, a number equal to one of the param's values."""
+    import numpy as np
+
+    try:
+        values = np.asarray(param.numpy(), dtype=np.float64).reshape(-1)
+    except Exception:  # noqa: BLE001 - a param that cannot be read gives no evidence
+        return False
+    if not values.size or values.size > 4096:
+        return False
+    wanted = set(np.float32(values).tolist())
+    for edge in graph.edges:
+        if not edge.recorded or edge.kind != "launch" or edge.time <= after:
+            continue
+        for value in [*edge.entry[3], *edge.entry[4]]:
+            if isinstance(value, (float, np.floating)) and float(np.float32(value)) in wanted:
+                return True
+    return False
+
+
 def _replacement(graph: FlowGraph, param, name: str, name_of) -> tuple | None:
     """The tape reads another array that goes by the param's name (same shape and type): the program made a new
     one after handing this one out (Newton's ``Model.state()`` inside the tape), and the gradient went there — or,
     through the recorded copy that filled it, into the array it was copied from."""
     shape, dtype = getattr(param, "shape", None), getattr(param, "dtype", None)
     for ptr, array in graph.arrays.items():
-        if ptr == param.ptr or getattr(array, "shape", None) != shape or getattr(array, "dtype", None) != dtype:
+        if (
+            ptr == graph.canon(param.ptr)
+            or getattr(array, "shape", None) != shape
+            or getattr(array, "dtype", None) != dtype
+        ):
             continue
         if not any(ptr in e.reads for e in graph.edges if e.recorded) or name_of(array) != name:
             continue
@@ -373,12 +397,13 @@ def _passes_gradient(graph: FlowGraph, edge: Edge, a: int, b: int) -> bool | Non
                 forward.append(value)
                 adjoint.append(None if isinstance(value, array_type) else plain.get_adjoint(value))
                 continue
-            forward.append(wp.clone(value) if value.ptr in writes else value)
+            node = graph.canon(value.ptr)
+            forward.append(wp.clone(value) if node in writes else value)
             buffer = wp.zeros_like(value, requires_grad=False)
-            if value.ptr == b:
+            if node == b:
                 seed = rng.standard_normal(buffer.numpy().shape).astype(buffer.numpy().dtype)
                 buffer.assign(seed)
-            if value.ptr == a and source is None:
+            if node == a and source is None:
                 source = buffer
             adjoint.append(buffer)
         if source is None:

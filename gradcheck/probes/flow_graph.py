@@ -33,7 +33,7 @@ class Edge:
 class FlowGraph:
     """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
 
-    def __init__(self, tape, events, recording: int | None = None) -> None:
+    def __init__(self, tape, events, recording: int | None = None, extra=()) -> None:
         from gradcheck.probes.replay_probe import arrays_of
         from gradcheck.probes.warp_compat import (
             argument_access,
@@ -108,6 +108,24 @@ class FlowGraph:
                 )
             )
         self.edges.sort(key=lambda e: e.time)
+        for array in extra:  # arrays the caller holds (params): their views on the tape are them
+            if getattr(array, "ptr", None):
+                self.arrays.setdefault(array.ptr, array)
+        self._spans = _Spans(self.arrays)
+        self._one_node_per_array()
+
+    def canon(self, ptr: int) -> int:
+        """The node of a data pointer: the widest array the graph knows whose memory holds it (a view's pointer,
+        ``traj[t]`` or ``w[4:8]``, is the array it was taken from), else the pointer itself."""
+        return self._spans.canon(ptr)
+
+    def _one_node_per_array(self) -> None:
+        canon = self.canon
+        for edge in self.edges:
+            edge.reads = tuple(dict.fromkeys(canon(p) for p in edge.reads))
+            edge.writes = tuple(dict.fromkeys(canon(p) for p in edge.writes))
+            edge.labels = {canon(p): text for p, text in reversed(list(edge.labels.items()))}
+        self.arrays = {ptr: array for ptr, array in self.arrays.items() if canon(ptr) == ptr}
 
     def label(self, ptr: int, name_of) -> str:
         array = self.arrays.get(ptr)
@@ -126,9 +144,12 @@ class FlowGraph:
         where only launches off the tape touched them (known here by pointer alone), as chain_break names them."""
         from gradcheck.model.dataflow import Dataflow, DataflowLink, DataflowNode
 
-        sinks = {a.ptr: a for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
-        held = {a.ptr: a for a in arrays if getattr(a, "ptr", None)}
-        gradients = {g.ptr: g for g in (getattr(a, "grad", None) for a in held.values()) if getattr(g, "ptr", None)}
+        canon = self.canon
+        sinks = {canon(a.ptr): a for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+        held = {canon(a.ptr): a for a in arrays if getattr(a, "ptr", None)}
+        gradients = {
+            canon(g.ptr): g for g in (getattr(a, "grad", None) for a in held.values()) if getattr(g, "ptr", None)
+        }
         named = self._fallback_labels()
         written = {ptr for edge in self.edges for ptr in edge.writes}
         nodes, links, keys, seen = [], [], {}, set()
@@ -154,7 +175,7 @@ class FlowGraph:
             else:  # known by pointer only (an event off the tape): the label it was launched under
                 label, has_grad = named.get(ptr, f"the array at {ptr:#x}"), None
             nodes.append(DataflowNode(key, "array", label, has_grad=has_grad, loss=ptr in sinks))
-        loss_key = keys.get(loss.ptr) if loss is not None and getattr(loss, "ptr", None) else None
+        loss_key = keys.get(canon(loss.ptr)) if loss is not None and getattr(loss, "ptr", None) else None
         return Dataflow(backward, tuple(nodes), tuple(links), loss_key)
 
     def _from_outside(self, edge: Edge, written: set, held: set) -> bool:
@@ -174,6 +195,41 @@ class FlowGraph:
             for ptr, text in edge.labels.items():
                 found.setdefault(ptr, text)
         return found
+
+
+class _Spans:
+    """The byte spans of the arrays a graph holds, overlapping ones merged: a view and the array it was taken from
+    are one span, whose widest array stands for it. Separate allocations never overlap."""
+
+    def __init__(self, arrays: dict) -> None:
+        import bisect
+
+        from gradcheck.probes.warp_compat import byte_extent
+
+        spans = []
+        for ptr, array in arrays.items():
+            try:
+                start, end = byte_extent(array)
+            except Exception:  # noqa: BLE001 - an array whose extent cannot be read stays its own node
+                continue
+            if end > start:
+                spans.append((start, end, ptr))
+        spans.sort()
+        groups: list[list] = []  # [start, end, [(width, ptr), ...]]
+        for start, end, ptr in spans:
+            if groups and start < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], end)
+                groups[-1][2].append((end - start, ptr))
+            else:
+                groups.append([start, end, [(end - start, ptr)]])
+        self._starts = [g[0] for g in groups]
+        self._ends = [g[1] for g in groups]
+        self._widest = [max(g[2])[1] for g in groups]
+        self._bisect = bisect.bisect_right
+
+    def canon(self, ptr: int) -> int:
+        i = self._bisect(self._starts, ptr) - 1
+        return self._widest[i] if i >= 0 and ptr < self._ends[i] else ptr
 
 
 def copied(entry):

@@ -21,6 +21,7 @@ import os
 from gradcheck.model.trace import ChangedInput
 
 MAX_READERS = 3  # launches named per array in the finding
+MAX_TESTED = 16  # launches per array whose adjoint is tested for using its values (more readers: not tested)
 
 
 class InputWatch:
@@ -30,6 +31,7 @@ class InputWatch:
     def __init__(self) -> None:
         self.arrays: dict[int, tuple[object, int | None, int]] = {}  # id → (array, fingerprint, first reader index)
         self.readers: dict[int, list[str]] = {}
+        self.reader_indices: dict[int, list[int]] = {}  # tape positions of the launches that read it (first few)
         self.counts: dict[int, int] = {}
         self.changed: list[tuple[object, tuple[str, ...], int, int]] = []
         self.checked = False
@@ -74,6 +76,9 @@ class InputWatch:
 
     def _note_reader(self, key: int, index: int, kernel: str, where: str | None) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
+        indices = self.reader_indices.setdefault(key, [])
+        if len(indices) < MAX_TESTED:
+            indices.append(index)
         names = self.readers.setdefault(key, [])
         if len(names) < MAX_READERS:
             place = f" ({os.path.basename(where.split(':')[0])}:{where.rsplit(':', 1)[1]})" if where else ""
@@ -84,13 +89,39 @@ class InputWatch:
         if self.checked:  # several tape.backward calls in one backward(): the first one is what matters
             return
         self.checked = True
-        rewritten = _last_writes(self._tape) if self._tape is not None else {}
+        writes = None
         for key, (array, before, first) in self.arrays.items():
-            if before is None or rewritten.get(getattr(array, "ptr", None), -1) > first:
-                continue  # unreadable memory, or a later launch on the tape wrote it (write-after-read)
-            now = fingerprint(array)
-            if now is not None and now != before:
-                self.changed.append((array, tuple(self.readers[key]), self.counts[key], first))
+            now = fingerprint(array) if before is not None else None  # None: memory the program may have freed
+            if now is None or now == before:
+                continue
+            if writes is None:
+                writes = _writes(self._tape) if self._tape is not None else []
+            if _written_after(writes, array, first):
+                continue  # a later launch on the tape wrote it (through a view too): write-after-read's
+            if self._harmless(key, array):
+                continue
+            self.changed.append((array, tuple(self.readers[key]), self.counts[key], first))
+
+    def _harmless(self, key: int, array) -> bool:
+        """Every launch that read it has an adjoint that does not use its values (it enters additively, as an
+        external force refreshed every step does): backward replays them with the new values and gets the same
+        gradient. Tested on private copies (gradcheck.probes.adjoint_dependence); a reader it cannot test, or more
+        readers than were noted, keeps the finding."""
+        from gradcheck.probes.adjoint_dependence import adjoint_reads
+        from gradcheck.probes.warp_compat import recorded_call
+
+        if self._tape is None or self.counts.get(key, 0) > len(self.reader_indices.get(key, ())):
+            return False
+        launches = self._tape.launches
+        for index in self.reader_indices.get(key, ()):
+            entry = launches[index] if index < len(launches) else None
+            if entry.__class__ is not list:
+                return False
+            call = recorded_call(entry)
+            labels = [label for label, value in call.arguments() if value is array]
+            if not labels or any(adjoint_reads(call, label) is not False for label in labels):
+                return False
+        return True
 
     def results(self, name_of) -> tuple[ChangedInput, ...]:
         return tuple(
@@ -108,20 +139,22 @@ def fingerprint(array) -> int | None:
     return crc(array)
 
 
-def _last_writes(tape) -> dict[int, int]:
-    """data pointer → the last tape position that writes it (kernel outputs, inputs a kernel stores into, copies)."""
+def _writes(tape) -> list[tuple[int, int, int]]:
+    """(tape position, start, end) of every byte span a recorded launch or copy writes (kernel outputs, inputs a
+    kernel stores into, copy destinations)."""
     from gradcheck.probes.flow_graph import copied
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import (
         argument_access,
         array_class,
+        byte_extent,
         kernel_argument_names,
         launch_io,
         tape_launches,
     )
 
     array_type = array_class()
-    last: dict[int, int] = {}
+    found: list[tuple[int, int, int]] = []
     launches = tape_launches(tape)
     for index, kernel, inputs, outputs in launch_io(launches):
         access = argument_access(kernel)
@@ -130,12 +163,21 @@ def _last_writes(tape) -> dict[int, int]:
             label = labels[position] if position < len(labels) else ""
             if position >= len(inputs) or access.writes_to(label):
                 for array in arrays_of(value, array_type):
-                    last[array.ptr] = index
+                    found.append((index, *byte_extent(array)))
     for index, entry in enumerate(launches):
         pair = copied(entry) if entry.__class__ is not list else None
         if pair is not None and getattr(pair[0], "ptr", None):
-            last[pair[0].ptr] = index
-    return last
+            found.append((index, *byte_extent(pair[0])))
+    return found
+
+
+def _written_after(writes: list, array, first: int) -> bool:
+    """A span written at a tape position after ``first`` overlaps the array's memory (a write through a view of it,
+    ``traj[t + 1]``, counts)."""
+    from gradcheck.probes.warp_compat import byte_extent
+
+    start, end = byte_extent(array)
+    return any(index > first and lo < end and start < hi for index, lo, hi in writes)
 
 
 class InputWatches:

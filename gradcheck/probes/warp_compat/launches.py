@@ -111,6 +111,36 @@ def recorded_functions(launches):
         yield index, entry, (names["dest"], names["src"]) if is_copy and whole else None
 
 
+class RecordedCall:
+    """A recorded kernel entry of a tape seen as the ``wp.launch`` call that made it (what hooks.LaunchCall gives
+    for a live launch): the kernel, its arguments by name, and the options a replay needs."""
+
+    def __init__(self, entry: list) -> None:
+        self._entry = entry
+
+    @property
+    def kernel(self):
+        return self._entry[LAUNCH_KERNEL]
+
+    def arguments(self) -> list[tuple[str, object]]:
+        labels = [arg.label for arg in getattr(getattr(self.kernel, "adj", None), "args", ())]
+        values = [*self._entry[LAUNCH_INPUTS], *self._entry[LAUNCH_OUTPUTS]]
+        return [(labels[i] if i < len(labels) else f"arg{i}", v) for i, v in enumerate(values)]
+
+    def get(self, name: str, default=None):
+        entry = self._entry
+        block_dim = entry[6] if len(entry) > 6 and launch_accepts("block_dim") else None
+        known = {"dim": entry[1], "max_blocks": entry[2], "device": entry[5], "block_dim": block_dim}
+        return known.get(name, default) if known.get(name) is not None else default
+
+    def options(self) -> dict:
+        return {"device": self._entry[5], "max_blocks": self._entry[2], "block_dim": self.get("block_dim")}
+
+
+def recorded_call(entry: list) -> RecordedCall:
+    return RecordedCall(entry)
+
+
 def backward_disabled(kernel) -> bool:
     """Whether the kernel was built with ``enable_backward=False`` (its own option, else its module's), as
     Warp's Tape.backward itself decides when it warns."""

@@ -167,6 +167,22 @@ def bytes_per_scalar(scalar) -> int:
     return int(wp.types.type_size_in_bytes(scalar))
 
 
+def byte_extent(array) -> tuple[int, int]:
+    """[start, end) of the bytes an array (or a view of one, strided or not) spans in device memory: how a view
+    (``traj[t]``, ``w[4:8]``) is known to live inside the array it was taken from."""
+    import warp as wp
+
+    ptr = int(array.ptr)
+    itemsize = int(wp.types.type_size_in_bytes(array.dtype))
+    shape, strides = tuple(getattr(array, "shape", ()) or ()), tuple(getattr(array, "strides", ()) or ())
+    if any(n == 0 for n in shape):
+        return ptr, ptr
+    if len(strides) != len(shape):
+        return ptr, ptr + int(getattr(array, "size", 1)) * itemsize
+    last = sum((n - 1) * abs(int(stride)) for n, stride in zip(shape, strides))
+    return ptr, ptr + last + itemsize
+
+
 def make_kernel(func, name: str):
     """``func`` as a forward-only Warp kernel with its own module, keyed ``name``.
 
