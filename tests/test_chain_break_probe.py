@@ -67,6 +67,7 @@ def test_a_launch_off_the_tape_under_a_recording_tape_is_the_break(warp_cpu):
     assert "record_tape=False" in missing.message and "shift (test_chain_break_probe.py:" in missing.message
 
 
+@pytest.mark.slow  # a whole process (or Newton's kernels): the long lane
 def test_states_made_again_inside_the_tape_are_named_as_replaced_and_the_gradient_traced_to_the_model():
     """cartpole --fault state-in-tape: params() hands out the states of setup(); forward() makes new ones inside the
     tape with Newton's Model.state(), a recorded wp.copy of model.joint_q. The tape never reads the param: the break

@@ -99,6 +99,7 @@ def test_exec_clean_program_has_no_missing_gradient():
     assert [p.subject for p in result.params] == ["gain.grad", "offset.grad"]
 
 
+@pytest.mark.slow  # a whole process (or Newton's kernels): the long lane
 def test_exec_cli_keeps_the_programs_output_and_names_the_break():
     args = [str(PROGRAM), "--cause", "unrecorded-copy"]
     python = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)

@@ -347,6 +347,7 @@ def test_exec_draws_the_break_of_a_training_script(tmp_path, cause):
         assert RED not in out.read_text()
 
 
+@pytest.mark.slow  # a whole process (or Newton's kernels): the long lane
 def test_run_draws_an_svg_or_says_in_one_line_that_it_wrote_dot(tmp_path):
     out = tmp_path / "lights.svg"
     proc, said = _graph_run(

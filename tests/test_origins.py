@@ -46,6 +46,7 @@ def test_the_guarded_rollout_has_no_nonfinite_finding():
     assert not [f for f in result.findings if f.check == "nonfinite"]
 
 
+@pytest.mark.slow  # a whole process (or Newton's kernels): the long lane
 def test_the_program_output_is_what_python_prints(tmp_path):
     """The bisection runs partial backwards on the program's tape: its gradients must be put back exactly (the NaN
     count the program itself would read stays 1 of 2)."""
