@@ -51,12 +51,12 @@ def _test(call, label: str) -> bool | None:
     if any(_unsafe(value) for _, value in arguments):
         return None
     rng = np.random.default_rng(7)
-    seeds = {name: _random_like(value, rng) for name, value in arguments if _plain(value) and access.writes_to(name)}
+    seeds = {name: random_like(value, rng) for name, value in arguments if _plain(value) and access.writes_to(name)}
     # an array the launch reads and writes (a[i] = 2 a[i]) is judged the same way: copies, both runs
-    other = _random_like(target, rng)
-    first = _adjoint(call, arguments, seeds, None, None)
-    second = _adjoint(call, arguments, seeds, label, other)
-    return any(not np.array_equal(a, b) for a, b in zip(first, second))
+    other = random_like(target, rng)
+    first = private_adjoint(call, arguments, seeds)
+    second = private_adjoint(call, arguments, seeds, label, other)
+    return any(not np.array_equal(first[name], second[name]) for name in first)
 
 
 def _plain(value) -> bool:
@@ -75,20 +75,23 @@ def _unsafe(value) -> bool:
     return is_struct_instance(value) or hasattr(value, "ptr") or hasattr(value, "__cuda_array_interface__")
 
 
-def _random_like(array, rng):
+def random_like(array, rng):
 
     shape = array.numpy().shape
     return rng.standard_normal(shape).astype(array.numpy().dtype)
 
 
-def _adjoint(call, arguments, seeds: dict, replaced: str | None, values) -> list:
-    """The adjoints of every array argument after one adjoint launch on private copies."""
+def private_adjoint(call, arguments, seeds: dict, replaced: str | None = None, values=None) -> dict:
+    """argument name → its adjoint (numpy) after one adjoint launch of ``call`` on private copies of its plain array
+    arguments, the adjoints of ``seeds`` (name → values) seeded, the rest zero; ``replaced`` runs at ``values``.
+    Arguments without ``.grad`` get no adjoint, as the tape runs it. Also gradcheck.probes.chain_break's test of
+    whether a launch passes a gradient at all."""
     import numpy as np
     import warp as wp
 
     from gradcheck.probes.launch_values import adjoint_of
 
-    work, adjoints = [], []
+    work, adjoints, kept = [], [], []
     for name, value in arguments:
         if not _plain(value):
             work.append(value)
@@ -105,10 +108,11 @@ def _adjoint(call, arguments, seeds: dict, replaced: str | None, values) -> list
         if name in seeds:
             adjoint.assign(seeds[name])
         adjoints.append(adjoint)
+        kept.append((name, adjoint))
     options = {k: v for k, v in call.options().items() if k in ("device", "max_blocks") and v is not None}
     if call.get("block_dim"):
         options["block_dim"] = call.get("block_dim")
     wp.launch(
         call.kernel, call.get("dim"), inputs=work, adj_inputs=adjoints, adjoint=True, record_tape=False, **options
     )
-    return [np.array(a.numpy(), copy=True) for a in adjoints if a is not None and hasattr(a, "numpy")]
+    return {name: np.array(a.numpy(), copy=True) for name, a in kept}

@@ -375,58 +375,37 @@ def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) ->
 
 def _passes_gradient(graph: FlowGraph, edge: Edge, a: int, b: int) -> bool | None:
     """Does the launch's adjoint, seeded with random values on ``b``, give ``a`` a nonzero adjoint? On private
-    buffers: the program's arrays and gradients are left as they are. None: it could not be run."""
+    copies (gradcheck.probes.adjoint_dependence): the program's arrays and gradients are left as they are. None: it
+    could not be run (a struct argument, whose adjoint struct is not rebuilt here; a failure)."""
     import numpy as np
-    import warp as wp
 
-    from gradcheck.probes.warp_compat import array_class, is_struct_instance, launch_accepts
+    from gradcheck.probes.adjoint_dependence import private_adjoint, random_like
+    from gradcheck.probes.warp_compat import array_class, is_struct_instance, recorded_call
 
-    entry = edge.entry
-    kernel, dim, max_blocks, inputs, outputs, device = entry[0], entry[1], entry[2], entry[3], entry[4], entry[5]
+    call = recorded_call(edge.entry)
+    arguments = call.arguments()
+    if any(is_struct_instance(value) for _, value in arguments):
+        return None
     array_type = array_class()
-    values = [*inputs, *outputs]
-    if any(is_struct_instance(v) for v in values):
-        return None  # struct arguments: their adjoint structs are not rebuilt here
-    plain = wp.Tape()  # what Tape.backward passes as the adjoint of a value that is not an array
-    writes = set(edge.writes)
-    forward, adjoint, source = [], [], None
+
+    def named(node: int) -> list[str]:
+        return [
+            name
+            for name, value in arguments
+            if issubclass(type(value), array_type) and getattr(value, "ptr", None) and graph.canon(value.ptr) == node
+        ]
+
+    sources, seeded = named(a), named(b)
+    if not sources or not seeded:
+        return None
     rng = np.random.default_rng(0)
+    values = dict(arguments)
     try:
-        for value in values:
-            if not isinstance(value, array_type) or not value.ptr:
-                forward.append(value)
-                adjoint.append(None if isinstance(value, array_type) else plain.get_adjoint(value))
-                continue
-            node = graph.canon(value.ptr)
-            forward.append(wp.clone(value) if node in writes else value)
-            buffer = wp.zeros_like(value, requires_grad=False)
-            if node == b:
-                seed = rng.standard_normal(buffer.numpy().shape).astype(buffer.numpy().dtype)
-                buffer.assign(seed)
-            if node == a and source is None:
-                source = buffer
-            adjoint.append(buffer)
-        if source is None:
-            return None
-        n = len(inputs)
-        options = {"max_blocks": max_blocks, "record_tape": False}
-        block_dim = entry[6] if len(entry) > 6 else None
-        if block_dim and launch_accepts("block_dim"):
-            options["block_dim"] = block_dim
-        wp.launch(
-            kernel,
-            dim,
-            inputs=forward[:n],
-            outputs=forward[n:],
-            adj_inputs=adjoint[:n],
-            adj_outputs=adjoint[n:],
-            adjoint=True,
-            device=device,
-            **options,
-        )
-        return bool(np.any(source.numpy() != 0))
+        adjoints = private_adjoint(call, arguments, {name: random_like(values[name], rng) for name in seeded})
     except Exception:  # noqa: BLE001 - a launch that cannot be replayed here is not diagnosed
         return None
+    found = [adjoints[name] for name in sources if name in adjoints]
+    return any(bool(np.any(x != 0)) for x in found) if found else None
 
 
 def _unrecorded_why(edges) -> str:
