@@ -123,7 +123,6 @@ class ParamBook:
 
 def tape_leaves(tape) -> list:
     """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves."""
-    from gradcheck.probes.flow_graph import copied
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import (
         argument_access,
@@ -131,6 +130,7 @@ def tape_leaves(tape) -> list:
         is_float_array,
         kernel_argument_names,
         launch_io,
+        recorded_copy,
         tape_launches,
     )
 
@@ -139,7 +139,7 @@ def tape_leaves(tape) -> list:
     written: set[int] = set()
     launches = tape_launches(tape)
     for entry in launches:  # a recorded wp.copy writes its destination: an intermediate, not a leaf
-        pair = copied(entry) if entry.__class__ is not list else None
+        pair = recorded_copy(entry) if entry.__class__ is not list else None
         if pair is not None:
             written.add(id(pair[0]))
     for _index, kernel, inputs, outputs in launch_io(launches):

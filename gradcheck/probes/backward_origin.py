@@ -83,9 +83,9 @@ def backward_origin(
 
 def _warp_copy(entry) -> bool:
     """The adjoint ``wp.copy`` records (a closure of Warp's own, whole-array or not)."""
-    from gradcheck.probes.flow_graph import copied
+    from gradcheck.probes.warp_compat import recorded_copy
 
-    return copied(entry) is not None
+    return recorded_copy(entry) is not None
 
 
 class _Search:

@@ -34,60 +34,23 @@ class FlowGraph:
     """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
 
     def __init__(self, tape, events, recording: int | None = None, extra=()) -> None:
-        from gradcheck.probes.replay_probe import arrays_of
-        from gradcheck.probes.warp_compat import (
-            argument_access,
-            array_class,
-            backward_disabled,
-            kernel_argument_names,
-            launch_reads,
-            tape_launches,
-        )
+        from gradcheck.probes.warp_compat import launch_reads, recorded_copy, tape_launches
 
-        array_type = array_class()
         self.arrays: dict[int, object] = {}  # data pointer → an array the tape holds there
         self.edges: list[Edge] = []
         launches = tape_launches(tape)
         sites = {index: where for index, _k, _i, where in launch_reads(launches)}
         for index, entry in enumerate(launches):
             if entry.__class__ is list:
-                kernel, inputs, outputs = entry[0], entry[3], entry[4]
-                access = argument_access(kernel)
-                labels = kernel_argument_names(kernel)
-                reads, writes, named = [], [], {}
-                for position, value in enumerate([*inputs, *outputs]):
-                    label = labels[position] if position < len(labels) else f"arg{position}"
-                    written = position >= len(inputs) or (access.known and access.writes_to(label))
-                    for array in arrays_of(value, array_type):
+                self.edges.append(self._launch_edge(index, entry, sites.get(index)))
+                continue
+            pair = recorded_copy(entry)
+            if pair is not None:
+                dest, src = pair
+                for array in (dest, src):
+                    if getattr(array, "ptr", None):
                         self.arrays.setdefault(array.ptr, array)
-                        named.setdefault(array.ptr, f"{kernel.key}.{label}")
-                        if written:
-                            writes.append(array.ptr)
-                        if not written or access.reads_value(label):
-                            reads.append(array.ptr)
-                self.edges.append(
-                    Edge(
-                        float(index),
-                        "launch",
-                        kernel.key,
-                        sites.get(index),
-                        index,
-                        tuple(reads),
-                        tuple(writes),
-                        "no-backward" if backward_disabled(kernel) else None,
-                        kernel,
-                        entry,
-                        named,
-                    )
-                )
-            else:
-                pair = copied(entry)
-                if pair is not None:
-                    dest, src = pair
-                    for array in (dest, src):
-                        if getattr(array, "ptr", None):
-                            self.arrays.setdefault(array.ptr, array)
-                    self.edges.append(Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
+                self.edges.append(Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
         count = len(launches)
         for order, event in enumerate(events):  # in the order they happened
             at = min(event.at, count) - 0.5 if event.tape == recording and recording is not None else -1.0
@@ -113,6 +76,31 @@ class FlowGraph:
                 self.arrays.setdefault(array.ptr, array)
         self._spans = _Spans(self.arrays)
         self._one_node_per_array()
+
+    def _launch_edge(self, index: int, entry: list, site: str | None) -> Edge:
+        """A recorded kernel launch: what it reads → what it writes (outputs=, and inputs its code stores into)."""
+        from gradcheck.probes.replay_probe import arrays_of
+        from gradcheck.probes.warp_compat import argument_access, array_class, backward_disabled, kernel_argument_names
+
+        array_type = array_class()
+        kernel, inputs, outputs = entry[0], entry[3], entry[4]
+        access = argument_access(kernel)
+        labels = kernel_argument_names(kernel)
+        reads, writes, named = [], [], {}
+        for position, value in enumerate([*inputs, *outputs]):
+            label = labels[position] if position < len(labels) else f"arg{position}"
+            written = position >= len(inputs) or (access.known and access.writes_to(label))
+            for array in arrays_of(value, array_type):
+                self.arrays.setdefault(array.ptr, array)
+                named.setdefault(array.ptr, f"{kernel.key}.{label}")
+                if written:
+                    writes.append(array.ptr)
+                if not written or access.reads_value(label):
+                    reads.append(array.ptr)
+        why = "no-backward" if backward_disabled(kernel) else None
+        return Edge(
+            float(index), "launch", kernel.key, site, index, tuple(reads), tuple(writes), why, kernel, entry, named
+        )
 
     def canon(self, ptr: int) -> int:
         """The node of a data pointer: the widest array the graph knows whose memory holds it (a view's pointer,
@@ -230,15 +218,3 @@ class _Spans:
     def canon(self, ptr: int) -> int:
         i = self._bisect(self._starts, ptr) - 1
         return self._widest[i] if i >= 0 and ptr < self._ends[i] else ptr
-
-
-def copied(entry):
-    """(dest, src) of a ``wp.copy`` record on the tape (whole or partial), else None."""
-    code = getattr(entry, "__code__", None)
-    cells = getattr(entry, "__closure__", None) or ()
-    if code is None or not getattr(entry, "__qualname__", "").startswith("copy."):
-        return None
-    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
-    if "dest" in names and "src" in names:
-        return names["dest"], names["src"]
-    return None

@@ -142,7 +142,6 @@ def fingerprint(array) -> int | None:
 def _writes(tape) -> list[tuple[int, int, int]]:
     """(tape position, start, end) of every byte span a recorded launch or copy writes (kernel outputs, inputs a
     kernel stores into, copy destinations)."""
-    from gradcheck.probes.flow_graph import copied
     from gradcheck.probes.replay_probe import arrays_of
     from gradcheck.probes.warp_compat import (
         argument_access,
@@ -150,6 +149,7 @@ def _writes(tape) -> list[tuple[int, int, int]]:
         byte_extent,
         kernel_argument_names,
         launch_io,
+        recorded_copy,
         tape_launches,
     )
 
@@ -165,7 +165,7 @@ def _writes(tape) -> list[tuple[int, int, int]]:
                 for array in arrays_of(value, array_type):
                     found.append((index, *byte_extent(array)))
     for index, entry in enumerate(launches):
-        pair = copied(entry) if entry.__class__ is not list else None
+        pair = recorded_copy(entry) if entry.__class__ is not list else None
         if pair is not None and getattr(pair[0], "ptr", None):
             found.append((index, *byte_extent(pair[0])))
     return found

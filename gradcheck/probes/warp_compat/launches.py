@@ -90,25 +90,40 @@ def launch_inputs_outputs(launches):
             yield entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
 
 
+def recorded_copy(entry):
+    """(dest, src) of the adjoint ``warp.copy`` records on the tape (whole array or not: offsets and counts), else
+    None. Read from the closure of the lambda it records."""
+    code = getattr(entry, "__code__", None)
+    if code is None or not getattr(entry, "__qualname__", "").startswith("copy."):
+        return None
+    cells = getattr(entry, "__closure__", None) or ()
+    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+    if "dest" in names and "src" in names:
+        return names["dest"], names["src"]
+    return None
+
+
 def recorded_functions(launches):
     """(index, backward, copy) for each ``record_func`` entry on a tape; ``copy`` is (dest, src) when the entry is
     the adjoint ``wp.copy`` records for a whole-array copy (also behind ``wp.clone`` and ``array.assign``), else
-    None. Read from the closure of the lambda ``warp.copy`` records."""
+    None."""
     for index, entry in enumerate(launches):
         if entry.__class__ is list or not callable(entry):
             continue
-        code = getattr(entry, "__code__", None)
-        cells = getattr(entry, "__closure__", None) or ()
-        names = dict(zip(code.co_freevars, (c.cell_contents for c in cells))) if code is not None else {}
-        is_copy = getattr(entry, "__qualname__", "").startswith("copy.") and "dest" in names and "src" in names
-        count = names.get("count") or 0
-        whole = (
-            is_copy
-            and not names.get("dest_offset")
-            and not names.get("src_offset")
-            and (count == 0 or count == getattr(names["src"], "size", -1) == getattr(names["dest"], "size", -2))
-        )
-        yield index, entry, (names["dest"], names["src"]) if is_copy and whole else None
+        pair = recorded_copy(entry)
+        yield index, entry, pair if pair is not None and _whole(entry, *pair) else None
+
+
+def _whole(entry, dest, src) -> bool:
+    """The recorded copy covers both arrays entirely (no offsets, the count of both sizes)."""
+    code, cells = entry.__code__, entry.__closure__ or ()
+    names = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+    count = names.get("count") or 0
+    return (
+        not names.get("dest_offset")
+        and not names.get("src_offset")
+        and (count == 0 or count == getattr(src, "size", -1) == getattr(dest, "size", -2))
+    )
 
 
 class RecordedCall:
