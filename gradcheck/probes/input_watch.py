@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from gradcheck.model.trace import ChangedInput
+from gradcheck.probes.liveness import readable_fingerprint
 
 MAX_READERS = 3  # launches named per array in the finding
 MAX_TESTED = 16  # launches per array whose adjoint is tested for using its values (more readers: not tested)
@@ -53,7 +54,7 @@ class InputWatch:
             for array in arrays_of(value, array_type):
                 key = id(array)
                 if key not in self.arrays:
-                    self.arrays[key] = (array, fingerprint(array), index)
+                    self.arrays[key] = (array, readable_fingerprint(array), index)
                 self._note_reader(key, index, call.kernel.key, call.site)
 
     def close(self, tape) -> None:
@@ -71,7 +72,7 @@ class InputWatch:
                 for array in arrays_of(value, array_type):
                     key = id(array)
                     if key not in self.arrays:
-                        self.arrays[key] = (array, fingerprint(array), index)
+                        self.arrays[key] = (array, readable_fingerprint(array), index)
                     self._note_reader(key, index, kernel.key, where)
 
     def _note_reader(self, key: int, index: int, kernel: str, where: str | None) -> None:
@@ -91,7 +92,7 @@ class InputWatch:
         self.checked = True
         writes = None
         for key, (array, before, first) in self.arrays.items():
-            now = fingerprint(array) if before is not None else None  # None: memory the program may have freed
+            now = readable_fingerprint(array) if before is not None else None  # None: memory the program may have freed
             if now is None or now == before:
                 continue
             if writes is None:
@@ -127,16 +128,6 @@ class InputWatch:
         return tuple(
             ChangedInput(name_of(array), readers, count, first) for array, readers, count, first in self.changed
         )
-
-
-def fingerprint(array) -> int | None:
-    """A CRC of the array's values; None for memory the program may have freed (never read: "not checked")."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.replay_probe import fingerprint as crc
-
-    if hasattr(array, "ptr") and not readable(array):
-        return None
-    return crc(array)
 
 
 def _writes(tape) -> list[tuple[int, int, int]]:
