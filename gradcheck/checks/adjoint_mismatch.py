@@ -10,11 +10,10 @@ Featherstone Cholesky and solve): info, not a bug.
 
 from __future__ import annotations
 
-import os
-
 from gradcheck.model import known_bugs
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
+from gradcheck.model.sites import short_site
 from gradcheck.model.trace import LaunchVerdict, Trace, not_checked_reasons
 
 NAME = "adjoint-mismatch"
@@ -202,14 +201,6 @@ def launch_label(verdict: LaunchVerdict) -> str:
     if verdict.kernel.startswith(("wp.copy", "record_func")):
         return f"tape entry #{verdict.index} {verdict.kernel}{where}"
     return f"launch #{verdict.index} {verdict.kernel}{where}"
-
-
-def short_site(where: str | None) -> str | None:
-    """``/long/path/file.py:34`` → ``file.py:34``."""
-    if not where:
-        return None
-    path, _, line = where.rpartition(":")
-    return f"{os.path.basename(path)}:{line}"
 
 
 def _evidence(blame, verdicts, shown, warn) -> dict:

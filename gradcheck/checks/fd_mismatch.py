@@ -174,7 +174,8 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
 def _suspects(trace: Trace, blame) -> list[tuple]:
     """(verdict, where, construct, rewrite) of launches without a verdict whose kernel holds a construct the
     running Warp differentiates wrongly (gradcheck.probes.kernel_patterns), the blamed launches' evidence aside."""
-    from gradcheck.checks.adjoint_mismatch import live_suspects, short_site
+    from gradcheck.checks.adjoint_mismatch import live_suspects
+    from gradcheck.model.sites import short_site
 
     return [
         (v, short_site(where) or "?", construct, rewrite)

@@ -410,10 +410,9 @@ def _quote(text) -> str:
 
 def _short(site: str | None) -> str:
     """``/long/path/file.py:34`` → ``file.py:34``: what a person reads beside a kernel name."""
-    if not site:
-        return ""
-    path, colon, line = str(site).rpartition(":")
-    return f"{os.path.basename(path)}:{line}" if colon and line.isdigit() else os.path.basename(str(site))
+    from gradcheck.model.sites import short_site
+
+    return short_site(site) or ""
 
 
 def _place(node: DataflowNode) -> str:

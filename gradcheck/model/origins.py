@@ -18,11 +18,9 @@ def first_origin(trace: Trace, kind: str):
 def origin_text(origin, what: str, verb: str = "it starts") -> str:
     """ "it starts in backward at launch #14 integrate (train.py:40), forward step 15 of 20, the first to make
     integrate.q.grad non-finite": the launch, the step of the rollout (counted as the forward ran), the adjoint."""
-    import os
+    from gradcheck.model.sites import short_site
 
-    site = (
-        f" ({os.path.basename(origin.site.rsplit(':', 1)[0])}:{origin.site.rsplit(':', 1)[1]})" if origin.site else ""
-    )
+    site = f" ({short_site(origin.site)})" if origin.site else ""
     step = f", forward step {origin.step} of {origin.steps}" if origin.steps > 1 else ""
     return f"{verb} in backward at launch #{origin.index} {origin.kernel}{site}{step}, the first to make {origin.array} {what}"
 

@@ -16,8 +16,7 @@ Only the audited backwards are watched (gradcheck.observe.cadence), the first pa
 
 from __future__ import annotations
 
-import os
-
+from gradcheck.model.sites import short_site
 from gradcheck.model.trace import ChangedInput
 from gradcheck.probes.liveness import readable_fingerprint
 
@@ -82,7 +81,7 @@ class InputWatch:
             indices.append(index)
         names = self.readers.setdefault(key, [])
         if len(names) < MAX_READERS:
-            place = f" ({os.path.basename(where.split(':')[0])}:{where.rsplit(':', 1)[1]})" if where else ""
+            place = f" ({short_site(where)})" if where else ""
             names.append(f"launch #{index} {kernel}{place}")
 
     def check(self) -> None:

@@ -63,7 +63,6 @@ def caller_site() -> str | None:
 
 def short(site: str | None) -> str:
     """``train.py:40`` for ``path/to/train.py:40``."""
-    if not site:
-        return "?"
-    path, _, line = site.rpartition(":")
-    return f"{os.path.basename(path)}:{line}"
+    from gradcheck.model.sites import short_site
+
+    return short_site(site) or "?"
