@@ -24,7 +24,10 @@ EXPLAIN = """
 What it means: an array that a launch on the tape read changed, outside the tape's own launches, after that
 launch ran and before tape.backward. Backward replays each launch with the values the arrays hold at that moment,
 so the gradient is of a function the forward never evaluated. Warp raises nothing (NVIDIA/warp#1350 asks for
-version counters). An array a later launch on the tape rewrites is write-after-read's, not this check's.
+version counters). An array a later launch on the tape rewrites (through a view too) is write-after-read's, not
+this check's; an array whose values no reader's adjoint uses (it enters additively, like an external force
+refreshed every step) changes nothing backward computes, and is not reported (each reader's adjoint is run twice on
+private copies, at the current values and at other ones).
 
 Severity: an error, under run (the first pass) and exec (the audited backwards).
 
