@@ -126,7 +126,8 @@ def _seen_finding(trace: Trace, subjects: list[str], carried: dict, family_size:
             f"{subject} is the sum of this iteration's and an earlier one's ({len(hits)} of {trace.iterations or len(trace.passes)} "
             f"{trace.units})"
         ),
-        hint="zero every gradient the tape reaches between optimizer steps (tape.zero() after reading them, and "
+        hint=residue.fix
+        or "zero every gradient the tape reaches between optimizer steps (tape.zero() after reading them, and "
         "the arrays it misses); zero-audit names what was left",
         evidence={
             "shape": "carried",

@@ -69,8 +69,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         missing = [p for p in params if kinds[p.name] == kind]
         for fam, members in group_by_family(missing, key=lambda p: p.name).items():
             findings.append(_finding(trace, kind, fam, members, sizes[fam], ran))
+    leaves = [p for p in trace.params if not p.is_param]
     if not params:
-        findings.extend(_leaves(trace, [p for p in trace.params if kinds[p.name] == _ALL_ZERO]))
+        findings.extend(_leaves(trace, [p for p in leaves if kinds[p.name] == _ALL_ZERO]))
+    findings.extend(_unreached(trace, [p for p in leaves if kinds[p.name] == _NO_BUFFER]))
     return tuple(findings)
 
 
@@ -105,6 +107,31 @@ def _leaves(trace: Trace, zero: list[ParamTrace]) -> list[Finding]:
     ]
 
 
+def _unreached(trace: Trace, absent: list[ParamTrace]) -> list[Finding]:
+    """One info for the leaves whose ``.grad`` stayed None (a torch tensor that requires grad, held by no
+    optimizer, that no backward reached: a frozen or unused part of a model). A Warp leaf always has a buffer."""
+    if not absent:
+        return []
+    subjects = [p.subject for p in absent]
+    shown = ", ".join(subjects[:5]) + (f" and {len(subjects) - 5} more" if len(subjects) > 5 else "")
+    return [
+        Finding(
+            check=NAME,
+            severity=Severity.INFO,
+            subject=subjects[0],
+            message=f"{len(subjects)} tensor(s) that require grad got no gradient (.grad None after every {trace.unit}"
+            f"): {shown}; no optimizer holds them, so nothing seen trains them (a frozen or unused part of the model?)",
+            hint="nothing, if they are not meant to be learned (then requires_grad=False saves the work); else use "
+            "them in the loss's computation and give them to the optimizer",
+            evidence={"kind": _NO_BUFFER, "subjects": subjects, "role": "leaf"},
+        )
+    ]
+
+
+# causes a missing torch gradient can have: said even when .grad is None (a Warp param without a buffer has one)
+_TORCH_CAUSES = ("detached", "unreached", "orphaned")
+
+
 def _newton(trace: Trace) -> bool:
     """Newton's states and controls are the usual way to get an all-zero gradient in a Newton program."""
     return any(p.subject.startswith(("states[", "controls[", "state.", "control.", "model.")) for p in trace.params)
@@ -132,7 +159,10 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         hint = "read the array under the tape, after it got its final .grad; see stale-adjoint findings"
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
-    if cause is not None and kind != _NO_BUFFER:
+    if cause is not None and kind == _NO_BUFFER and cause.cause in _TORCH_CAUSES:
+        message = f"{who}no gradient (.grad is None after every {trace.unit} that ran, {len(ran)}); {cause.detail}"
+        hint = cause.fix
+    elif cause is not None and kind != _NO_BUFFER:
         lead = (
             "every link to the loss is on the tape, but"
             if cause.cause == "zero-adjoint"

@@ -12,6 +12,7 @@ for code in this process (a notebook, a test suite).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import weakref
@@ -62,11 +63,18 @@ def audit_program(
         if refreshing is not None:
             audit.observer.after_backward.append(refreshing)
 
+    def start_torch() -> None:
+        audit.start_torch()
+        _CHILDREN_IGNORED.add(audit)
+
     hook = after_import("warp", start)
+    torch_hook = after_import("torch", start_torch)
     try:
         run = run_program(target, args, module, top_level=top_level)
     finally:
         hook.remove()
+        torch_hook.remove()
+        audit.stop_torch()
         if audit.observer is not None and hook.failed is None:
             _CHILDREN_IGNORED.discard(audit)
             if refreshing in audit.observer.after_backward:
@@ -77,6 +85,9 @@ def audit_program(
         error = f"{run.target}: the program exited with status {run.status}" + (f": {run.error}" if run.error else "")
         code = ExitCode.SCENARIO_ERROR
     fields = dict(spec=name, name=name, error=error, error_code=code, traceback=run.traceback, seconds=run.seconds)
+    if audit.observer is None and audit.torch is not None and hook.failed is None:
+        dataflow.keep(name, None)
+        return audit.result(checks, notes=(run.error,) if run.stopped else (), **fields), run
     if audit.observer is None or hook.failed is not None:
         dataflow.keep(name, None)
         return _unobserved(hook.failed, fields), run
@@ -137,6 +148,10 @@ _CHILDREN_IGNORED: weakref.WeakSet = weakref.WeakSet()
 
 def _ignore_in_child() -> None:
     for audit in list(_CHILDREN_IGNORED):
+        if audit.torch is not None:
+            audit.torch._depth += 1  # the torch side stays aside in this child too
+        if audit.observer is None:
+            continue
         audit._in_child = audit.observer.ignoring()  # kept, so the observer stays aside in this child
         audit._in_child.__enter__()
 
@@ -164,6 +179,38 @@ class ProgramAudit:
         self.observer = None
         self._ledger = None
         self._trace = None
+        self.torch = None  # the torch side (observe.torch_watch), once the program imports torch
+        self._torch_installed = None
+        self._torch_note: str | None = None  # why torch's side was not audited (too old a torch)
+
+    def start_torch(self) -> None:
+        """The program imported torch: audit its backwards and the torch<->Warp bridge too (torch >=
+        probes.torch_compat.TORCH_MIN; else one note says why not)."""
+        import sys
+
+        from gradcheck.probes.torch_compat import unusable
+
+        if self.torch is not None or self._torch_note is not None:
+            return
+        self._torch_note = unusable(sys.modules.get("torch"))
+        if self._torch_note is not None:
+            return
+        from gradcheck.observe.torch_watch import TorchWatch
+
+        self.torch = TorchWatch(lambda: self._roots(), cadence=self._cadence)
+        self._torch_installed = self.torch.installed()
+        self._torch_installed.__enter__()
+        if self.observer is not None:
+            self.torch.join(self.observer)
+
+    def stop_torch(self) -> None:
+        if self._torch_installed is None:
+            return
+        installed, self._torch_installed = self._torch_installed, None
+        try:
+            installed.__exit__(None, None, None)
+        finally:
+            self.torch.finish()
 
     def __enter__(self) -> ProgramAudit:
         from gradcheck.observe import Observer
@@ -190,16 +237,23 @@ class ProgramAudit:
             self.observer.blame = BlameWatch(self._blame_at)
         self._installed = self.observer.installed()
         self._installed.__enter__()
+        if self.torch is not None:
+            self.torch.join(self.observer)
+        elif "torch" in sys.modules:
+            self.start_torch()
         return self
 
     def __exit__(self, *exc) -> None:
         try:
+            self.stop_torch()
             self._installed.__exit__(*exc)
             self.observer.finish()
         finally:
             self._ledger.uninstall()
 
     def trace(self):
+        if self.observer is None:
+            return self._torch_trace()
         if self._trace is None:
             self._trace = self._new_trace()
         return self._trace
@@ -220,10 +274,37 @@ class ProgramAudit:
     def snapshot(self, checks: CheckOptions = DEFAULT_CHECKS, **fields) -> ScenarioResult:
         """The result so far, while the code still runs (``gradcheck exec --output`` refreshed on disk): judged
         from a fresh trace of the observer's records, which go on; ``trace()`` and ``result()`` are untouched."""
-        return self._judged(self._new_trace(), checks, **fields)
+        return self._judged(self._new_trace() if self.observer is not None else None, checks, **fields)
 
     def _judged(self, trace, checks: CheckOptions, **fields) -> ScenarioResult:
         notes = list(fields.pop("notes", ()))
+        if self._torch_note is not None:
+            notes.append(self._torch_note)
+        torch_trace = self._torch_trace()
+        if self.observer is None:
+            if torch_trace is None:
+                return ScenarioResult(notes=tuple(notes), unit="backward", **fields)
+            notes.extend(self.torch.notes)
+            fields.setdefault("device", torch_trace.device)
+            return verdict.result(torch_trace, verdict.judge(torch_trace, checks), notes=tuple(notes), **fields)
+        warp_result = self._warp_judged(trace, checks, notes, **fields)
+        if torch_trace is None:
+            return warp_result
+        names = {k: fields[k] for k in ("spec", "name") if k in fields}
+        torch_result = verdict.result(
+            torch_trace, verdict.judge(torch_trace, checks), notes=tuple(self.torch.notes), **names
+        )
+        return verdict.merged(torch_result, warp_result)
+
+    def _torch_trace(self):
+        if self.torch is None:
+            return None
+        from gradcheck.model.trace import Trace
+
+        device = ", ".join(self.torch.devices) or None
+        return Trace(scenario="program", fault=None, device=device or "cpu", **self.torch.trace_fields())
+
+    def _warp_judged(self, trace, checks: CheckOptions, notes: list, **fields) -> ScenarioResult:
         observer = self.observer
         if observer.graph_replays:
             unaudited = observer.graph_replays - observer.audited_replays

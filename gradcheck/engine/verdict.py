@@ -35,6 +35,23 @@ def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioRes
     )
 
 
+def merged(torch_result: ScenarioResult, warp_result: ScenarioResult) -> ScenarioResult:
+    """One result for a program that runs PyTorch's autograd with Warp inside: torch's backwards are the
+    iterations (their count, their losses), the parameters of both sides in one table (torch's first), every
+    finding of both, errors first."""
+    from dataclasses import replace
+
+    return replace(
+        warp_result,
+        passes=torch_result.passes or warp_result.passes,
+        params=torch_result.params + warp_result.params,
+        findings=tuple(sorted(torch_result.findings + warp_result.findings, key=lambda f: -f.severity)),
+        losses=torch_result.losses or warp_result.losses,
+        notes=warp_result.notes + torch_result.notes,
+        sampling=torch_result.sampling or warp_result.sampling,
+    )
+
+
 def _blame_summary(trace: Trace) -> BlameSummary | None:
     blame = trace.launch_checks
     if blame is None:

@@ -124,6 +124,7 @@ class Residue:
     feeds: tuple[str, ...]  # the params' gradients this backward adds it into (its own, for a param)
     left_by: int  # the backward that left it
     kept: bool  # this backward left the buffer bit-identical (refilled or untouched): nothing was added
+    fix: str | None = None  # the driver's own words for the zero step (a torch program: optimizer.zero_grad())
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,19 @@ class GradientRewrite:
     reader: str  # what read the gradient afterwards
     produced_norm: float  # what backward left
     read_norm: float  # what the reader saw
+
+
+@dataclass(frozen=True)
+class BridgeIssue:
+    """A mistake at the torch<->Warp bridge (gradcheck.observe.torch_bridge), judged by checks.torch_bridge."""
+
+    kind: str  # "doubled-gradient" | "orphaned-alias" | "grad-output-written"
+    subject: str  # the torch tensor's gradient ("model.scale.grad"), or "Fn.backward grad_output"
+    site: str | None  # file:line of the wp.from_torch / wp.to_torch call, or of the Function's backward
+    detail: str  # what happened, in one sentence
+    fix: str
+    backward: int  # the torch backward it was seen in
+    shared: bool = False  # grad-output-written: another node read the tensor after the write
 
 
 @dataclass(frozen=True)
@@ -388,6 +402,7 @@ class Trace:
     # --graph: one backward's dataflow (gradcheck.probes.flow_graph.FlowGraph.picture), labels only: the first
     # audited backward with a chain break or a changed input, else the first audited one; None when not asked for
     dataflow: object | None = None
+    bridge: tuple[BridgeIssue, ...] = ()  # torch<->Warp bridge mistakes (gradcheck exec on a PyTorch program)
 
     @property
     def loss_repeats(self) -> bool:

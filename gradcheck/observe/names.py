@@ -31,6 +31,7 @@ class Names:
         self._walked_event = -1
         self._retry: dict[int, tuple[int, int]] = {}  # id → (event from which a miss may walk again, backoff)
         self._memo: dict[int, tuple[object, str]] = {}  # id → (weak reference, name): every name given so far
+        self.resolvers: list = []  # array -> name or None, asked before a walk (a wp.from_torch wrapper: its tensor's)
 
     def new_event(self) -> None:
         """A backward started: a name missed before may be looked for again (at most one walk an event)."""
@@ -56,6 +57,9 @@ class Names:
         remembered = self._remembered(array)
         if remembered is not None:
             return remembered
+        found = self._resolved(array)
+        if found is not None:
+            return found
         found = self.names.name(array)
         if found is not None:
             return self._remember(array, found)
@@ -70,6 +74,13 @@ class Names:
             self._retry[id(array)] = (self._event + gap, gap * 2)
             return None
         return self._remember(array, found)
+
+    def _resolved(self, array) -> str | None:
+        for resolve in self.resolvers:
+            found = resolve(array)
+            if found is not None:
+                return self._remember(array, found)
+        return None
 
     def _remembered(self, array) -> str | None:
         entry = self._memo.get(id(array))
@@ -113,7 +124,7 @@ class Names:
         """A name already given to ``array`` (remembered, or in the last walk), without walking again."""
         if array is None:
             return None
-        return self._remembered(array) or self.names.name(array)
+        return self._remembered(array) or self._resolved(array) or self.names.name(array)
 
     def gradient_subject(self, owner) -> str:
         """The subject of ``owner``'s gradient: ``x.grad`` (or the gradient buffer's own name when it has one)."""

@@ -130,6 +130,11 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         for key, array in params.items():
             self.names.give(array, key)
 
+    def note_update(self) -> None:
+        """The params moved by a step this observer does not see as a launch (a torch optimizer's): the next
+        backward starts a new iteration."""
+        self._moved = True
+
     def begin_iteration(self, index: int) -> None:
         """A new pass: what the last one left is judged against this one."""
         with self._guard("iteration"):

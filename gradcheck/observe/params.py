@@ -30,6 +30,8 @@ class ParamBook:
         self._taken: set[str] = set()
         self._leaves: list = []  # the latest tape's leaves, for the argument set they were found in
         self._leaves_for = None
+        # arrays another side judges (a wp.from_torch wrapper: its tensor is the torch side's param), never leaves here
+        self.foreign = None
 
     def declare(self, params: dict) -> None:
         """The driver's declared params (``{key: array}``), on every pass (``params()`` may hand out new arrays)."""
@@ -52,7 +54,7 @@ class ParamBook:
         """The leaves of the tape about to run backward (the previous tape's are forgotten)."""
         current = {}
         for array in leaves:
-            if id(array) in self._params:
+            if id(array) in self._params or (self.foreign is not None and self.foreign(array)):
                 continue
             key = self._leaf_key(array, name_of)
             if key is not None:

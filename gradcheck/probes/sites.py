@@ -1,7 +1,7 @@
 """Where the program called in: ``file:line`` of the innermost frame of the program's own code.
 
-"The program's own code" is everything but the machinery around it: gradcheck (its built-in scenarios excepted:
-they are programs), Warp's library (``warp.*``, except the programs Warp ships: ``warp.tests``, ``warp.examples``,
+"The program's own code" is everything but the machinery around it: gradcheck (its built-in scenarios and examples
+excepted: they are programs), PyTorch's library, Warp's library (``warp.*``, except the programs Warp ships: ``warp.tests``, ``warp.examples``,
 whose code is a program like any other), and Python's machinery that runs a program (runpy, unittest, contextlib,
 importlib, pytest). A site inside ``unittest/case.py`` or ``runpy.py`` tells a user nothing.
 
@@ -15,7 +15,10 @@ import functools
 import os
 import sys
 
-_MACHINERY = ("gradcheck", "runpy", "contextlib", "unittest", "importlib", "_pytest", "pytest", "pluggy", "typer")
+_MACHINERY = (
+    "gradcheck", "runpy", "contextlib", "unittest", "importlib", "_pytest", "pytest", "pluggy", "typer", "torch",
+)  # fmt: skip
+_OWN_PROGRAMS = ("scenarios", "examples")  # gradcheck.scenarios.*, gradcheck.examples.*: programs gradcheck ships
 _WARP_PROGRAMS = ("tests", "examples")  # warp.tests.*, warp.examples.*: programs that ship with Warp
 
 
@@ -26,7 +29,7 @@ def is_program_module(name: str) -> bool:
     if parts[0] == "warp":
         return len(parts) > 1 and parts[1] in _WARP_PROGRAMS
     if parts[0] == "gradcheck":
-        return len(parts) > 1 and parts[1] == "scenarios"
+        return len(parts) > 1 and parts[1] in _OWN_PROGRAMS
     return parts[0] not in _MACHINERY
 
 

@@ -1,0 +1,65 @@
+"""torch-bridge: what goes wrong where a PyTorch program hands tensors to Warp and gradients back.
+
+The evidence (gradcheck.observe.torch_bridge) is read on audited torch backwards, each kind from what torch and
+Warp did with memory, never from a guess: a returned gradient that *is* the ``.grad`` it will be added into; a
+gradient Warp wrote into a buffer torch no longer holds as the tensor's ``.grad``; a ``grad_output`` changed in
+place by a custom Function's backward. A tensor handed to Warp without a gradient is the cause missing-gradient
+names (it is where the chain breaks), not a finding of its own.
+"""
+
+from __future__ import annotations
+
+from gradcheck.model.findings import Finding, Severity
+from gradcheck.model.trace import Trace
+
+NAME = "torch-bridge"
+SUMMARY = "gradients crossing the torch<->Warp bridge must reach torch once, in the memory torch reads"
+
+EXPLAIN = """
+What it means: a torch.autograd.Function that runs Warp kernels (wp.from_torch in, wp.Tape, wp.to_torch out)
+hands gradients between the two in a way that changes them. Warp arrays made with wp.from_torch share memory
+with the tensor, and with its .grad when the tensor requires grad; Warp's writes there are invisible to
+autograd's own in-place checks.
+
+Evidence and severity (read on audited torch backwards):
+- doubled-gradient (error): backward returned, for a leaf, a tensor whose memory already is that leaf's .grad
+  (wp.to_torch(x_wp.grad) where x_wp = wp.from_torch(x) wrapped x.grad): torch adds the returned tensor into
+  the same memory, so the gradient is twice what it should be (plus whatever .grad held).
+- orphaned-alias (error): during backward, Warp wrote a tensor's gradient into the buffer an earlier
+  wp.from_torch wrapper aliased, but that buffer is no longer the tensor's .grad (optimizer.zero_grad() with its
+  default set_to_none=True replaced it): the gradient never reaches torch.
+- grad-output-written: backward changed its grad_output in place (y.grad = wp.from_torch(grad_output): Warp's
+  backward zeroes an output's adjoint after reading it). Error when torch handed the same tensor to another node
+  that read it after the write (the skip path of a residual block gets zeros); a warning when no other node read
+  it afterwards in this backward (correct today, wrong as soon as the graph around it changes).
+- a tensor that requires grad handed to Warp as an array without gradient (wp.from_torch(x.detach()) or
+  requires_grad=False) is where a missing gradient's chain breaks: see missing-gradient.
+
+Fix: wrap per call inside forward and give Warp fresh adjoints (wp.from_torch(x, requires_grad=False), then
+requires_grad=True on the array), return wp.to_torch(x_wp.grad) from backward, and give Warp a copy of
+grad_output (grad_output.clone()).
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        ctx.y.grad = wp.from_torch(grad_y.clone())
+        ctx.tape.backward()
+        return wp.to_torch(ctx.x.grad)
+"""
+
+
+def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    findings = []
+    for issue in trace.bridge:
+        error = issue.kind != "grad-output-written" or issue.shared
+        where = f" ({issue.site})" if issue.site else ""
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.ERROR if error else Severity.WARNING,
+                subject=issue.subject,
+                message=f"{issue.kind}{where}, backward #{issue.backward}: {issue.detail}",
+                hint=issue.fix,
+                evidence={"kind": issue.kind, "site": issue.site, "backward": issue.backward, "shared": issue.shared},
+            )
+        )
+    return tuple(findings)
