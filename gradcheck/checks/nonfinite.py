@@ -103,7 +103,11 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         hint=(
             "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
             "does not: add an eps or branch); --trace-nonfinite names the first operation that produced it"
-        ),
+        )
+        if loss_finite or loss is None
+        else "find where the forward first makes a NaN/Inf (the inputs, a division by zero, log or sqrt of a "
+        "non-positive value, an overflow); --trace-nonfinite names the first Warp operation that produced it, "
+        "torch.autograd.detect_anomaly(check_nan=True) the first torch one",
         evidence={
             "first_pass": first,
             "site": at.site if at is not None else None,

@@ -28,6 +28,9 @@ Evidence and severity (read on audited torch backwards):
 - orphaned-alias (error): during backward, Warp wrote a tensor's gradient into the buffer an earlier
   wp.from_torch wrapper aliased, but that buffer is no longer the tensor's .grad (optimizer.zero_grad() with its
   default set_to_none=True replaced it): the gradient never reaches torch.
+- tape-reused (error): an adjoint Warp hands to torch (wp.to_torch) in a torch backward still held what it
+  handed in an earlier one when Warp's backward began: the tape and its arrays are made once and reused and
+  nothing zeroes them (tape.zero()), so torch receives the sum of both backwards.
 - grad-output-written: backward changed its grad_output in place (y.grad = wp.from_torch(grad_output): Warp's
   backward zeroes an output's adjoint after reading it). Error when torch handed the same tensor to another node
   that read it after the write (the skip path of a residual block gets zeros); a warning when no other node read

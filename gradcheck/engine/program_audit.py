@@ -313,7 +313,7 @@ class ProgramAudit:
                 "a backward of the tape captured in the graph"
                 + (f", {unaudited} ran a graph with no backward captured in it (a forward)" if unaudited else "")
             )
-        if not observer.backwards:
+        if not observer.backwards and not (self.torch is not None and self.torch.backwards):
             notes.append("the program never called tape.backward: nothing to audit")
         if observer.audited < observer.backwards:
             cadence = observer.cadence

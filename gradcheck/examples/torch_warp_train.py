@@ -17,6 +17,8 @@ Faults (each a mistake users report; ``--fault NAME``):
   ``scale.grad`` after the first step, so Warp writes into memory torch no longer reads: ``scale`` stops learning;
 - ``grad-output-zeroed``: backward hands torch's ``grad_output`` to Warp as the output's adjoint; Warp's backward
   zeroes it after reading, and the skip path, which got the same tensor from the sum, sees zeros;
+- ``tape-reused``: the Warp arrays and the tape are made once (recorded at the first call) and reused every step,
+  as performance-minded code does, but nothing calls ``tape.zero()``: each backward adds to the last one's adjoints;
 - ``detached-input``: ``wp.from_torch(scale.detach())``: Warp gets no gradient array, ``scale.grad`` stays None;
 - ``no-zero-grad``: the loop never calls ``optimizer.zero_grad()``: every step adds to the last step's gradient;
 - ``missed-boundary``: accumulates over 2 micro-steps on purpose but zeroes only every 4th step;
@@ -27,6 +29,7 @@ Faults (each a mistake users report; ``--fault NAME``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 import torch
@@ -36,6 +39,7 @@ FAULTS = (
     "doubled-gradient",
     "orphaned-alias",
     "grad-output-zeroed",
+    "tape-reused",
     "detached-input",
     "no-zero-grad",
     "missed-boundary",
@@ -54,10 +58,29 @@ class WarpScaledTanh(torch.autograd.Function):
 
     fault: str | None = None
     cached_scale: wp.array | None = None  # orphaned-alias: the wrapper made once
+    reused: tuple | None = None  # tape-reused: (tape, h, scale, y) made once
+
+    @staticmethod
+    def forward_reused(ctx, h, scale):
+        """Arrays and tape made at the first call, which records the launch; later calls copy the new values in
+        and run the kernel again off the tape (the recorded launch reads the same arrays)."""
+        first = WarpScaledTanh.reused is None
+        if first:
+            arrays = [wp.zeros(t.shape, dtype=wp.float32, requires_grad=True) for t in (h, scale, h)]
+            WarpScaledTanh.reused = (wp.Tape(), *arrays)
+        tape, ctx.h, ctx.scale, ctx.y = WarpScaledTanh.reused
+        wp.copy(ctx.h, wp.from_torch(h.detach().contiguous(), requires_grad=False))
+        wp.copy(ctx.scale, wp.from_torch(scale.detach(), requires_grad=False))
+        with tape if first else contextlib.nullcontext():  # recorded once, then run again off the tape
+            wp.launch(scaled_tanh, dim=ctx.h.shape, inputs=[ctx.h, ctx.scale], outputs=[ctx.y])
+        ctx.tape = tape
+        return wp.to_torch(ctx.y, requires_grad=False).clone()
 
     @staticmethod
     def forward(ctx, h, scale):
         fault = WarpScaledTanh.fault
+        if fault == "tape-reused":
+            return WarpScaledTanh.forward_reused(ctx, h, scale)
         ctx.h = wp.from_torch(h.detach().contiguous(), requires_grad=False)
         ctx.h.requires_grad = True  # h is not a leaf: Warp gets an adjoint of its own, returned from backward
         if fault == "detached-input":
@@ -86,6 +109,8 @@ class WarpScaledTanh(torch.autograd.Function):
             ctx.y.grad = wp.from_torch(grad_y.clone())
         ctx.tape.backward()
         grad_h = wp.to_torch(ctx.h.grad)
+        if fault == "tape-reused":  # copies: the arrays are reused by the next step
+            return grad_h.clone(), wp.to_torch(ctx.scale.grad).clone()
         if fault == "orphaned-alias":
             return grad_h, None  # Warp wrote scale's gradient into the alias of scale.grad
         grad_scale = wp.to_torch(ctx.scale.grad) if ctx.scale.requires_grad else None
@@ -144,10 +169,11 @@ def check(fault: str | None) -> float:
     reference = Model(warp=False)
     torch.manual_seed(0)
     model = Model()
-    WarpScaledTanh.fault, WarpScaledTanh.cached_scale = fault, None
+    WarpScaledTanh.fault, WarpScaledTanh.cached_scale, WarpScaledTanh.reused = fault, None, None
     expected = gradients(reference)
     got = gradients(model)
-    got = gradients(model) if fault == "orphaned-alias" else got  # zero_grad replaced scale.grad once
+    if fault in ("orphaned-alias", "tape-reused"):  # the second step is where it goes wrong
+        got = gradients(model)
     worst = 0.0
     for name, g in expected.items():
         scale = float(g.abs().max()) or 1.0
@@ -158,7 +184,7 @@ def check(fault: str | None) -> float:
 def train(fault: str | None, steps: int, accumulate: int) -> float:
     torch.manual_seed(0)
     model = Model()
-    WarpScaledTanh.fault, WarpScaledTanh.cached_scale = fault, None
+    WarpScaledTanh.fault, WarpScaledTanh.cached_scale, WarpScaledTanh.reused = fault, None, None
     optimizer_type = RescalingSGD if fault == "read-after-step" else torch.optim.SGD
     optimizer = optimizer_type(model.parameters(), lr=0.05)
     if fault == "missed-boundary":

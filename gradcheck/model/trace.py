@@ -142,7 +142,7 @@ class GradientRewrite:
 class BridgeIssue:
     """A mistake at the torch<->Warp bridge (gradcheck.observe.torch_bridge), judged by checks.torch_bridge."""
 
-    kind: str  # "doubled-gradient" | "orphaned-alias" | "grad-output-written"
+    kind: str  # "doubled-gradient" | "orphaned-alias" | "tape-reused" | "grad-output-written"
     subject: str  # the torch tensor's gradient ("model.scale.grad"), or "Fn.backward grad_output"
     site: str | None  # file:line of the wp.from_torch / wp.to_torch call, or of the Function's backward
     detail: str  # what happened, in one sentence

@@ -14,6 +14,8 @@ Found on an audited torch backward (``BridgeIssue``, judged by checks.torch_brid
   leaf's ``.grad`` (``wp.to_torch(x_wp.grad)`` of a ``wp.from_torch(x)`` wrapper): torch adds it into itself;
 - ``orphaned-alias``: Warp wrote a tensor's gradient during backward into the buffer a wrapper made earlier
   aliased, and that buffer is no longer the tensor's ``.grad`` (torch replaced it): the gradient is lost;
+- ``tape-reused``: an adjoint Warp hands to torch (``wp.to_torch``) in a torch backward still held what it handed
+  in an earlier one when Warp's backward began (a tape and arrays made once and reused, never zeroed);
 - ``grad-output-written``: a custom Function's backward changed its ``grad_output`` in place (Warp zeroes
   ``y.grad = wp.from_torch(grad_output)`` after reading it); torch may have handed the same tensor to another node;
 - a tensor that requires grad handed to Warp as an array without gradient (``wp.from_torch(x.detach())``): the
@@ -55,6 +57,11 @@ class Bridge:
         self._produced: dict = {}  # id(producer node) -> {"ptrs": the gradients it handed on, by edge}
         self._ran: dict = {}  # id(node) -> when it started (a sequence number), None before it ran
         self._incoming: dict = {}  # id(custom node) -> [(grad_output, its fingerprint)] as it started
+        self.in_backward = False  # a torch backward runs (set by the watch)
+        self._running: list = []  # the custom nodes running now (innermost last)
+        # Warp arrays handed to torch (wp.to_torch) during an earlier torch backward: id -> (array, ptr, backward)
+        self._handed: dict[int, tuple] = {}
+        self._leftover: dict[int, tuple] = {}  # id -> (norm, backward that left it): nonzero as Warp's backward began
 
     # -- the pairs ----------------------------------------------------------------------------------------------
     def on_from_torch(self, tensor, array, requires_grad) -> None:
@@ -79,7 +86,55 @@ class Bridge:
 
         if len(self._returned) > MAX_ALIASES:
             self._returned.clear()
-        self._returned[data_ptr(tensor)] = short(caller_site())
+        site = short(caller_site())
+        self._returned[data_ptr(tensor)] = site
+        if not self.in_backward:
+            return
+        left = self._leftover.pop(id(array), None)
+        if left is not None:
+            self._add(self._reused_issue(array, left, site))
+        if len(self._handed) < MAX_ALIASES:
+            self._handed[id(array)] = (weakref.ref(array), int(getattr(array, "ptr", 0) or 0), self._index)
+
+    def before_warp_backward(self) -> None:
+        """A Warp tape's backward is about to run inside a torch backward: an adjoint buffer handed to torch in an
+        earlier torch backward that is still nonzero now is what this backward will add to (nothing zeroed it)."""
+        if not self.in_backward:
+            return
+        for key, (ref, ptr, index) in list(self._handed.items()):
+            array = ref()
+            if array is None or int(getattr(array, "ptr", 0) or 0) != ptr:
+                del self._handed[key]
+                continue
+            if index >= self._index or key in self._leftover:
+                continue
+            nonzero, norm = self._nonzero_norm(array)
+            if nonzero:
+                self._leftover[key] = (norm, index)
+
+    def _nonzero_norm(self, array) -> tuple[int, float]:
+        import warp as wp
+
+        from gradcheck.probes.torch_stats import nonzero_norm
+
+        with self._watch.ignoring():
+            return nonzero_norm(wp.to_torch(array, requires_grad=False))
+
+    def _reused_issue(self, array, left: tuple, site: str) -> BridgeIssue:
+        norm, index = left
+        warp = self._watch.warp
+        name = warp.names.known(array) if warp is not None else None
+        name = name or f"a Warp array of shape {tuple(array.shape)}"
+        function = _function(self._running[-1]) if self._running else "the Function"
+        return BridgeIssue(
+            kind="tape-reused", subject=name, site=site,
+            detail=f"{function}.backward handed {name} to torch (wp.to_torch at {site}) as a gradient, but it still "
+            f"held the adjoint of torch backward #{index} (norm {norm:.4g}) when Warp's backward began: the tape "
+            "and its arrays are reused and nothing zeroed them, so torch receives the sum of both backwards",
+            fix="call tape.zero() before (or right after) tape.backward in the Function's backward, or make the "
+            "tape and its arrays afresh in every forward",
+            backward=self._index,
+        )  # fmt: skip
 
     def shared(self) -> list[tuple[str, str, str]]:
         """(torch tensor, Warp array, where) for every live wrapper: what shares memory with what."""
@@ -129,6 +184,7 @@ class Bridge:
         from gradcheck.probes.torch_stats import fingerprint
 
         def pre(grad_outputs):
+            self._running.append(node)
             with self._watch._guard("bridge: grad_output"):
                 node_state = [(g, fingerprint(g)) for g in grad_outputs if g is not None]
                 self._incoming[id(node)] = node_state
@@ -137,6 +193,8 @@ class Bridge:
 
     def _post(self, node, graph):
         def post(grad_inputs, grad_outputs):
+            if self._running and self._running[-1] is node:
+                self._running.pop()
             with self._watch._guard("bridge: returned gradients"):
                 self._doubled(node, grad_inputs)
                 self._written(node, graph)
@@ -188,7 +246,7 @@ class Bridge:
         for handle in self._hooks:
             handle.remove()
         self._hooks, self._incoming, self._produced, self._ran = [], {}, {}, {}
-        self._returned = {}
+        self._returned, self._running, self._leftover = {}, [], {}
         for key, (alias, before) in self._orphans.items():
             with self._watch._guard("bridge: orphaned alias"):
                 self._orphaned(alias, before)

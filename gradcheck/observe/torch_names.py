@@ -14,6 +14,7 @@ import weakref
 
 MAX_ITEMS = 64  # items of one list, tuple or dict looked at
 DEPTH = 3  # attribute hops from a root: trainer.model.encoder
+MAX_MODULE_PARAMS = 4096
 
 
 class TorchNames:
@@ -22,6 +23,7 @@ class TorchNames:
         self._memo: dict[int, tuple[weakref.ref, str]] = {}
         self._walked_at = -1
         self._taken: set[str] = set()
+        self._module_params: dict[int, weakref.ref] = {}  # every module parameter that requires grad, found by walks
 
     def known(self, tensor) -> str | None:
         entry = self._memo.get(id(tensor))
@@ -42,6 +44,17 @@ class TorchNames:
             if found is not None:
                 return found
         return self._give(tensor, _fallback(tensor, optimizers))
+
+    def module_params(self) -> list:
+        """The module parameters that require grad, found by the walks so far (alive)."""
+        alive = []
+        for key, ref in list(self._module_params.items()):
+            param = ref()
+            if param is None:
+                del self._module_params[key]
+            elif param.requires_grad:
+                alive.append(param)
+        return alive
 
     def _give(self, tensor, name: str) -> str:
         unique, k = name, 1
@@ -72,6 +85,8 @@ class TorchNames:
             for name, param in value.named_parameters(prefix=path, remove_duplicate=True):
                 if self.known(param) is None:
                     self._give(param, name)
+                if param.requires_grad and len(self._module_params) < MAX_MODULE_PARAMS:
+                    self._module_params[id(param)] = weakref.ref(param)
             return
         if isinstance(value, torch.Tensor):
             if value.requires_grad and value.is_leaf and self.known(value) is None:

@@ -140,6 +140,14 @@ class TorchWatch:
         self.warp = observer
         observer.book.foreign = lambda array: getattr(array, "_tensor", None) is not None
         observer.names.resolvers.append(self._warp_name)
+        original = observer.on_backward
+
+        def on_backward(tape, loss, grads, run):
+            with self._guard("bridge: Warp backward"):
+                self.bridge.before_warp_backward()
+            return original(tape, loss, grads, run)
+
+        observer.on_backward = on_backward
         self.attach_bridge()
 
     def _warp_name(self, array) -> str | None:
@@ -223,9 +231,11 @@ class TorchWatch:
             self._flush()
             before = self._before(tensors, boundary, index)
         self._window = True
+        self.bridge.in_backward = True
         try:
             return run()
         finally:
+            self.bridge.in_backward = False
             if before is not None:
                 with self._guard("after backward"):
                     self._after(before, index)
@@ -245,15 +255,13 @@ class TorchWatch:
         graph = walk(roots, MAX_GRAPH_NODES)
         held = {id(p) for p in self.held()}
         tracked = {}
-        for tensor in [*self.held(), *graph.leaves]:
+        for tensor in [*self.held(), *graph.leaves, *self.names.module_params()]:
             if id(tensor) not in {id(t) for t in tracked.values()}:
                 role = UPDATED if id(tensor) in held else LEAF
                 tracked[self._key(tensor, role=role)] = tensor
         for key, tensor in self.tensors().items():
             if self._roles.get(key) == DECLARED:
                 tracked.setdefault(key, tensor)
-        for tensor in graph.leaves:
-            graph.reached.add(id(tensor))
         leftovers = {}
         if boundary is not None:
             for key, tensor in tracked.items():
