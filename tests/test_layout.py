@@ -121,6 +121,7 @@ ALLOWED = {
     "formats": {"formats", "model"},
     "scenario": {"scenario", "model"},
     "scenarios": {"scenarios", "model"},
+    "examples": {"examples"},  # programs gradcheck ships to try exec on: they use nothing of gradcheck's
     "engine": {"engine", "scenario", "scenarios", "observe", "probes", "checks", "model", "clip", "version"},
     "cli": {"cli", "engine", "scenario", "checks", "formats", "model", "version"},
     "api": {"engine", "model"},

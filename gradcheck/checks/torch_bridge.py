@@ -38,6 +38,10 @@ Evidence and severity (read on audited torch backwards):
 - a tensor that requires grad handed to Warp as an array without gradient (wp.from_torch(x.detach()) or
   requires_grad=False) is where a missing gradient's chain breaks: see missing-gradient.
 
+Common causes: a wrapper made once outside the loop (its .grad alias goes stale at the first zero_grad());
+returning wp.to_torch(x_wp.grad) for a wp.from_torch(x) that already aliases x.grad; handing grad_output itself
+to Warp as the output's adjoint; a tape and arrays reused between steps without tape.zero().
+
 Fix: wrap per call inside forward and give Warp fresh adjoints (wp.from_torch(x, requires_grad=False), then
 requires_grad=True on the array), return wp.to_torch(x_wp.grad) from backward, and give Warp a copy of
 grad_output (grad_output.clone()).

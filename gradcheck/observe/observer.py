@@ -131,8 +131,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             self.names.give(array, key)
 
     def note_update(self) -> None:
-        """The params moved by a step this observer does not see as a launch (a torch optimizer's): the next
-        backward starts a new iteration."""
+        """The params moved by a step not seen as a launch (a torch optimizer's): a new iteration."""
         self._moved = True
 
     def begin_iteration(self, index: int) -> None:

@@ -6,7 +6,8 @@ here, as the Warp side sees Warp through gradcheck.probes.warp_compat.hooks:
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): the watch is called *around* it (``run`` to call);
 - every optimizer's ``step`` (torch's global step pre/post hooks) and ``zero_grad``, and ``Module.zero_grad``;
 - optimizers as they are made (``Optimizer.__init__``): which tensors a program trains;
-- ``wp.from_torch`` and ``wp.to_torch``: which torch tensor and Warp array share memory, and where.
+- ``wp.from_torch`` and ``wp.to_torch`` (patched by probes.warp_compat.torch_interop): which torch tensor and
+  Warp array share memory, and where.
 
 Nothing here changes what torch or Warp computes. torch older than ``TORCH_MIN`` lacks the global optimizer hooks:
 the watch does not start there and the report says so in one line. A PyTorch release that renames any of this is
@@ -18,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+
+from gradcheck.probes.warp_compat.torch_interop import bridge
 
 TORCH_MIN = (2, 1)
 EXTRA = "pip install 'gradcheck[torch]'"
@@ -56,7 +59,7 @@ def observed(watch):
     undo: list = []
 
     def patch(owner, name: str, make) -> None:
-        original = owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)
+        original = getattr(owner, name)
         setattr(owner, name, make(original))
         undo.append(lambda: setattr(owner, name, original))
 
@@ -67,7 +70,7 @@ def observed(watch):
     pre = optimizer_module.register_optimizer_step_pre_hook(lambda opt, args, kwargs: watch.before_step(opt))
     post = optimizer_module.register_optimizer_step_post_hook(lambda opt, args, kwargs: watch.after_step(opt))
     undo += [pre.remove, post.remove]
-    watch.attach_bridge = lambda: _bridge(watch, patch)  # the program imports Warp now or later
+    watch.attach_bridge = lambda: bridge(watch, patch)  # the program imports Warp now or later
     if "warp" in sys.modules:
         watch.attach_bridge()
     try:
@@ -106,42 +109,3 @@ def _zero_grad(watch, original):
         return result
 
     return zero_grad
-
-
-_BRIDGED: set = set()
-
-
-def _bridge(watch, patch) -> None:
-    """``wp.from_torch`` / ``wp.to_torch`` (and ``warp.torch``'s, where a Warp release has that module) report the
-    pairs they make; Warp's own recursive calls (the gradient of a tensor) go through untouched."""
-    warp = sys.modules.get("warp")
-    if warp is None or id(watch) in _BRIDGED or not hasattr(warp, "from_torch"):
-        return
-    _BRIDGED.add(id(watch))
-    owners = [warp] + [m for m in (sys.modules.get("warp.torch"),) if m is not None and hasattr(m, "from_torch")]
-    for owner in owners:
-        patch(owner, "from_torch", lambda original: _from_torch(watch, original))
-        patch(owner, "to_torch", lambda original: _to_torch(watch, original))
-    watch.on_exit.append(lambda: _BRIDGED.discard(id(watch)))
-
-
-def _from_torch(watch, original):
-    @functools.wraps(original)
-    def from_torch(t, *args, **kwargs):
-        result = original(t, *args, **kwargs)
-        if not watch.busy:
-            watch.on_from_torch(t, result, kwargs.get("requires_grad", args[1] if len(args) > 1 else None))
-        return result
-
-    return from_torch
-
-
-def _to_torch(watch, original):
-    @functools.wraps(original)
-    def to_torch(a, *args, **kwargs):
-        result = original(a, *args, **kwargs)
-        if not watch.busy:
-            watch.on_to_torch(a, result)
-        return result
-
-    return to_torch
