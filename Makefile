@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gradcheck-installed
 
-.PHONY: run test test-slow test-compat lint bench install clean
+.PHONY: run test test-slow test-compat test-torch lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,24 @@ test-compat: $(STAMP) $(foreach v,$(COMPAT_WARP),$(COMPAT_DIR)/$(v)/.installed)
 	@echo "== warp-lang latest ($(VENV))"
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
 
+# PyTorch programs under exec (the optional extra gradcheck[torch]), in their own virtual environment: torch's
+# default wheel brings ~5 GB of CUDA libraries, so the lane pins the CPU build (torch 2.13.0, ~750 MB) first and the
+# extra's range (torch>=2.1) is then satisfied. `make test` skips these tests where torch is not installed.
+TORCH_VENV := .venv-torch
+TORCH_PIN ?= torch==2.13.0
+TORCH_TESTS ?= tests/test_torch_exec.py tests/test_torch_hosting.py
+
+$(TORCH_VENV)/.installed: pyproject.toml
+	rm -rf $(TORCH_VENV)
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(TORCH_VENV)/bin/python -m pip install --quiet -e '.[dev,torch]'
+	touch $@
+
+test-torch: $(TORCH_VENV)/.installed
+	$(TORCH_VENV)/bin/python -m pytest -q -p no:cacheprovider $(TORCH_TESTS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check gradcheck scenarios tests bench
 	$(BIN)/ruff format --check gradcheck scenarios tests bench
@@ -62,4 +80,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py --output BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(COMPAT_DIR) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(COMPAT_DIR) $(TORCH_VENV) build dist *.egg-info .pytest_cache .ruff_cache
