@@ -195,3 +195,23 @@ def test_the_pure_accumulation_cases_against_a_fresh_model(case, wrong):
     )  # fmt: skip
     difference = float(re.search(r"difference: (\S+)", proc.stdout).group(1))
     assert (difference > 0.1) if wrong else (difference < 1e-5), proc.stdout
+
+
+def test_the_in_process_api_audits_a_torch_loop():
+    import gradcheck
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # made before the audit: known from its first step
+    results = {}
+    for zero in (False, True):
+        with gradcheck.audit(params={"w": model.weight}) as audit:
+            for _ in range(5):
+                model(torch.randn(8, 3)).pow(2).mean().backward()
+                optimizer.step()
+                if zero:
+                    optimizer.zero_grad()
+        results[zero] = {(f.check, f.subject) for f in audit.report.scenarios[0].findings}
+        optimizer.zero_grad()
+    assert results[False] == {("accumulation", "w.grad"), ("accumulation", "model.bias.grad")}
+    assert results[True] == set()

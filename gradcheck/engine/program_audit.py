@@ -197,7 +197,7 @@ class ProgramAudit:
             return
         from gradcheck.observe.torch_watch import TorchWatch
 
-        self.torch = TorchWatch(lambda: self._roots(), cadence=self._cadence)
+        self.torch = TorchWatch(lambda: self._roots(), cadence=self._cadence, params=_torch_params(self._params))
         self._torch_installed = self.torch.installed()
         self._torch_installed.__enter__()
         if self.observer is not None:
@@ -230,7 +230,9 @@ class ProgramAudit:
         if self._max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
             self.observer.max_norm = self._max_norm
         if self._params:
-            self.observer.declare(dict(self._params))
+            warp_params = {k: v for k, v in self._params.items() if k not in _torch_params(self._params)}
+            if warp_params:
+                self.observer.declare(warp_params)
         if self._blame_at is not None:
             from gradcheck.observe.blame_watch import BlameWatch
 
@@ -324,6 +326,14 @@ class ProgramAudit:
         notes.extend(observer.notes)
         fields.setdefault("device", trace.device)
         return verdict.result(trace, verdict.judge(trace, checks), notes=tuple(notes), **fields)
+
+
+def _torch_params(params: dict | None) -> dict:
+    """The declared params that are torch tensors (``gradcheck.audit(params={"w": w})`` on a PyTorch program)."""
+    torch = sys.modules.get("torch")
+    if not params or torch is None:
+        return {}
+    return {k: v for k, v in params.items() if isinstance(v, torch.Tensor)}
 
 
 def _device() -> str | None:

@@ -33,15 +33,20 @@ from gradcheck.probes.sites import caller_site, short
 
 MAX_ALIASES = 4096  # live wrappers remembered (dead ones are dropped first)
 MAX_ISSUES = 64
+MAX_PAIRS = 32  # distinct (call site, with gradient) wrappers named in the report
 
 
 @dataclass
 class _Alias:
-    array: weakref.ref
+    array: object  # () -> the wrapper or None (an array descriptor, return_ctype=True, has no weak reference)
     tensor: weakref.ref
     data: int
     grad: int  # the wrapper's gradient memory (0: none)
     site: str
+
+
+def _gone():
+    return None
 
 
 class Bridge:
@@ -58,6 +63,7 @@ class Bridge:
         self._ran: dict = {}  # id(node) -> when it started (a sequence number), None before it ran
         self._incoming: dict = {}  # id(custom node) -> [(grad_output, its fingerprint)] as it started
         self.in_backward = False  # a torch backward runs (set by the watch)
+        self._pairs: dict = {}  # (site, with .grad) -> (weakref to the tensor, "array" | "ctype"): what shares memory
         self._running: list = []  # the custom nodes running now (innermost last)
         # Warp arrays handed to torch (wp.to_torch) during an earlier torch backward: id -> (array, ptr, backward)
         self._handed: dict[int, tuple] = {}
@@ -75,11 +81,17 @@ class Bridge:
             while len(self._aliases) >= MAX_ALIASES:
                 self._aliases.pop(next(iter(self._aliases)))
         try:
-            self._aliases[id(array)] = _Alias(
-                weakref.ref(array), weakref.ref(tensor), data, grad_ptr, short(caller_site())
-            )
-        except TypeError:  # an array descriptor (return_ctype=True) without weak references: not traced
-            pass
+            ref = weakref.ref(array)
+        except TypeError:  # an array descriptor (return_ctype=True): its pointers are known, not its lifetime
+            ref = _gone
+        try:
+            alias = _Alias(ref, weakref.ref(tensor), data, grad_ptr, short(caller_site()))
+        except TypeError:
+            return
+        self._aliases[id(array) if ref is not _gone else id(alias)] = alias
+        pair = (alias.site, bool(grad_ptr))
+        if pair not in self._pairs and len(self._pairs) < MAX_PAIRS:
+            self._pairs[pair] = (alias.tensor, "ctype" if ref is _gone else "array", tuple(tensor.shape))
 
     def on_to_torch(self, array, tensor) -> None:
         from gradcheck.probes.torch_compat import data_ptr
@@ -136,16 +148,18 @@ class Bridge:
             backward=self._index,
         )  # fmt: skip
 
-    def shared(self) -> list[tuple[str, str, str]]:
-        """(torch tensor, Warp array, where) for every live wrapper: what shares memory with what."""
-        rows = []
-        for alias in self._aliases.values():
-            tensor, array = alias.tensor(), alias.array()
-            if tensor is None or array is None:
-                continue
-            name = self._watch.name_of(tensor) or f"tensor{tuple(tensor.shape)}"
-            rows.append((name, f"wp.from_torch({name})" + (" and its .grad" if alias.grad else ""), alias.site))
-        return rows
+    def shared(self) -> str | None:
+        """One line for the report: which torch tensors Warp arrays share memory with, and where they were made."""
+        if not self._pairs:
+            return None
+        shown = []
+        for (site, with_grad), (ref, kind, shape) in list(self._pairs.items())[:8]:
+            tensor = ref()
+            name = (self._watch.name_of(tensor) if tensor is not None else None) or f"a tensor{shape}"
+            what = "an array descriptor (return_ctype=True)" if kind == "ctype" else "a Warp array"
+            shown.append(f"{name} with {what}{' and its .grad' if with_grad else ''} ({site})")
+        more = f" and {len(self._pairs) - 8} more" if len(self._pairs) > 8 else ""
+        return "torch<->Warp memory shared through wp.from_torch: " + "; ".join(shown) + more
 
     # -- one audited backward -----------------------------------------------------------------------------------
     def before(self, graph, index: int) -> None:
@@ -303,7 +317,9 @@ class Bridge:
         ptr = data_ptr(tensor)
         for alias in reversed(list(self._aliases.values())):
             array = alias.array()
-            if array is None or not ptr or alias.data != ptr or getattr(array, "grad", None) is not None:
+            if not ptr or alias.data != ptr or alias.grad:
+                continue
+            if array is None and alias.array is not _gone or getattr(array, "grad", None) is not None:
                 continue
             return ChainBreak(
                 param=key, cause="detached", array=key, launch=f"wp.from_torch ({alias.site})", index=None,

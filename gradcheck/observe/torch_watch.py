@@ -159,10 +159,14 @@ class TorchWatch:
         return self.name_of(tensor) if tensor is not None else None
 
     def on_from_torch(self, tensor, array, requires_grad) -> None:
+        if not (self.bridge.in_backward or self.cadence.full(self.backwards + 1)):
+            return  # the next backward goes unaudited: nothing will ask about this wrapper
         with self._guard("wp.from_torch"):
             self.bridge.on_from_torch(tensor, array, requires_grad)
 
     def on_to_torch(self, array, tensor) -> None:
+        if not (self.bridge.in_backward or self.cadence.full(self.backwards + 1)):
+            return
         with self._guard("wp.to_torch"):
             self.bridge.on_to_torch(array, tensor)
 
@@ -175,7 +179,10 @@ class TorchWatch:
         return [p for opt in list(self.optimizers) for group in opt.param_groups for p in group["params"]]
 
     def before_step(self, optimizer) -> None:
-        if self.busy or not self._window:
+        if self.busy:
+            return
+        self.optimizers.add(optimizer)  # one made before the watch started is known from its first step
+        if not self._window:
             return
         from gradcheck.probes.torch_stats import fingerprint
 
@@ -343,6 +350,9 @@ class TorchWatch:
         self.reads.close()
         with self._guard("finish"):
             self._flush()
+            shared = self.bridge.shared()
+            if shared:
+                self.notes.append(shared)
         for step in self.on_exit:
             step()
 

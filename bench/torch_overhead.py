@@ -1,0 +1,63 @@
+"""T1: `gradcheck exec` on PyTorch training loops vs plain python (issue 27's goal: <= 1.2x).
+
+    .venv-torch/bin/python bench/torch_overhead.py [--rounds 5]      (needs torch: `make test-torch` builds it)
+
+Whole processes, wall time, warm kernel cache, alternating plain and audited runs (one unmeasured run of each
+first); the medians and the median of the per-round ratios:
+
+- T1a: gradcheck.examples.torch_warp_train --steps 1000: a torch model with a Warp kernel inside a
+  torch.autograd.Function (the bridge watched), SGD;
+- T1b: tests/programs/torch/pure_train.py --steps 3000: a pure-torch loop (no Warp), SGD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+PROGRAMS = {
+    "T1a torch + Warp kernel, 1,000 steps": ["-m", "gradcheck.examples.torch_warp_train", "--steps", "1000"],
+    "T1b pure torch, 3,000 steps": [str(ROOT / "tests/programs/torch/pure_train.py"), "--steps", "3000"],
+}
+
+
+def wall(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT))
+    return time.perf_counter() - started
+
+
+def measure(program: list[str], rounds: int) -> dict:
+    plain = [sys.executable, *program]
+    audited = [str(BIN / "gradcheck"), "exec", "--output", "/dev/null", *program]
+    wall(plain), wall(audited)
+    times = [(wall(plain), wall(audited)) for _ in range(rounds)]
+    ratios = [a / p for p, a in times]
+    return {
+        "python": statistics.median(p for p, _ in times),
+        "exec": statistics.median(a for _, a in times),
+        "ratio": statistics.median(ratios),
+        "rounds": ratios,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    rounds = parser.parse_args().rounds
+    for name, program in PROGRAMS.items():
+        r = measure(program, rounds)
+        print(
+            f"{name}: python {r['python']:.2f} s, gradcheck exec {r['exec']:.2f} s, ratio {r['ratio']:.3f}x "
+            f"(rounds {', '.join(f'{x:.3f}' for x in r['rounds'])})"
+        )
+
+
+if __name__ == "__main__":
+    main()
