@@ -44,7 +44,9 @@ backward, so zeroing a fresh tape clears nothing); only the params zeroed by han
 gradients (custom adjoints such as Featherstone's joint_qdd, atomics into reused buffers, retain_grad arrays)
 keep theirs; gradients reachable only through an array of structs, which tape.zero() never sees. On Warp before
 1.6.0, tape.zero() skipped the arrays seeded with tape.backward(grads=...) (NVIDIA/warp#407), so a loop doing one
-backward per output accumulated stale seeds; the finding lists such seeds.
+backward per output accumulated stale seeds; the finding lists such seeds. In a PyTorch program (gradcheck
+exec): optimizer.zero_grad() missing after optimizer.step(), or missing at one accumulation boundary of k
+micro-steps (the step is the boundary: backwards between two steps may add up on purpose).
 
 Fix: clear every gradient the tape touched after you read them.
 

@@ -43,6 +43,12 @@ record (it records one only while a tape records and both arrays have a gradient
 allocated again inside the tape); a launch whose derivative is zero at these values (a saturated clamp).
 `--graph FILE` draws the dataflow with the break marked.
 
+In a PyTorch program (gradcheck exec): a tensor an optimizer holds whose .grad stays None or zero is an error,
+one that nothing trains (requires grad, in no optimizer: a frozen or unused part of a model) one info; the cause
+named is the loss's autograd graph never reaching it (used under torch.no_grad(), through .detach() or .data,
+or not at all), the tensor handed to Warp as an array without gradient (wp.from_torch(x.detach())), or Warp
+writing its gradient into a buffer zero_grad() replaced (see torch-bridge).
+
 Fix: allocate with requires_grad=True and create states and controls before the tape.
 
     states = [model.state() for _ in range(steps + 1)]   # outside the tape
@@ -80,9 +86,10 @@ def _kind(param: ParamTrace, skipped: set[int]) -> str | None:
     passes = [p for p in param.passes if p.index not in skipped]
     if not passes:
         return None
-    if any(not p.has_grad for p in passes):
+    with_grad = [p for p in passes if p.has_grad]
+    if not with_grad:  # a torch tensor's .grad may be None after some backwards and set after others (zero_grad)
         return _NO_BUFFER
-    if all(p.nonzero == 0 for p in passes) and (param.peak is None or param.peak.norm == 0):
+    if all(p.nonzero == 0 for p in with_grad) and (param.peak is None or param.peak.norm == 0):
         return _ALL_ZERO  # NaN counts as nonzero: an all-NaN gradient is nonfinite, not missing
     return None
 

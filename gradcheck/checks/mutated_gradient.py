@@ -30,6 +30,10 @@ gradient in place as part of the step (AdamWScheduleFree does this in PyTorch); 
 Not a finding: rewriting the gradient before the update consumes it (projection onto constraints, in-place
 clipping), which is how a program prepares its update.
 
+In a PyTorch program (gradcheck exec) the evidence is an optimizer step that changed a .grad (bit-exact
+fingerprints before and after it), then a torch operation reading that tensor before the next zero_grad(),
+backward or step; the program's own in-place writes to it (p.grad.zero_()) are not reads.
+
 Fix: read or copy gradients before the step, or give the optimizer its own state buffers.
 
     tape.backward(loss)

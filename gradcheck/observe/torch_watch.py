@@ -31,7 +31,8 @@ from gradcheck.observe.torch_reads import ReadWindow
 from gradcheck.probes.sites import caller_site, short
 
 MAX_INTERNAL_ERRORS = 20
-MAX_GRAPH_NODES = 20000  # nodes of one backward's graph walked for its leaves and custom Functions
+MAX_GRAPH_NODES = 20000
+MAX_OPEN = 8  # audited backwards whose record waits for a step to say whether their leftovers mattered  # nodes of one backward's graph walked for its leaves and custom Functions
 
 
 @dataclass
@@ -69,9 +70,16 @@ class TorchWatch:
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
         self._diagnosed: set[str] = set()
-        self._pending: _Pending | None = None
+        self._pending: _Pending | None = None  # the last audited backward's record, still open
+        self._open: list[_Pending] = []  # records not yet logged, oldest first (a suspect may still join them)
         self._window = False  # the last backward was audited: its step and reads are watched
         self._before_step: dict[int, int] = {}
+        self._step_backwards = 0  # backwards counted when the step began (LBFGS runs its own inside the step)
+        # leftovers a backward added to, judged when the optimizer holding the param steps on them (a zero_grad()
+        # before that step makes them harmless: a GAN's generator backward adds into the discriminator's stale
+        # .grad, which the next optimizerD.zero_grad() clears): id(param) -> (Residue, id of that .grad)
+        self._suspects: dict[int, tuple] = {}
+        self._confirmed: list = []  # confirmed after their backward's record was closed: go into the next one
         for key, tensor in (params or {}).items():
             self._key(tensor, key, role=DECLARED)
 
@@ -182,6 +190,10 @@ class TorchWatch:
         if self.busy:
             return
         self.optimizers.add(optimizer)  # one made before the watch started is known from its first step
+        self._step_backwards = self.backwards
+        if self._suspects:
+            with self._guard("step: leftovers"):
+                self._confirm(optimizer)
         if not self._window:
             return
         from gradcheck.probes.torch_stats import fingerprint
@@ -196,7 +208,8 @@ class TorchWatch:
         self._stepped = f"{type(optimizer).__name__}.step() ({short(caller_site())})"
         if self.warp is not None:
             self.warp.note_update()  # the params moved: a new iteration on the Warp side too
-        if not self._window or not self._before_step:
+        if not self._window or not self._before_step or self.backwards != self._step_backwards:
+            self._before_step = {}  # a step that ran backwards of its own (LBFGS's closure) set .grad itself
             return
         from gradcheck.probes.torch_stats import fingerprint
 
@@ -221,6 +234,26 @@ class TorchWatch:
 
     def on_zero_grad(self, owner) -> None:
         self.reads.close()
+        if self._suspects:
+            with self._guard("zero_grad"):
+                covered = _params_of(owner)
+                for key in [k for k in self._suspects if k in covered]:
+                    del self._suspects[key]
+
+    def _confirm(self, optimizer) -> None:
+        """The optimizer steps on gradients that still hold a leftover a backward added to: the finding."""
+        from gradcheck.probes.torch_stats import nonzero_norm
+
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                suspect = self._suspects.pop(id(p), None)
+                if suspect is None or p.grad is None or id(p.grad) != suspect[1] or not nonzero_norm(p.grad)[0]:
+                    continue
+                record = next((r for r in self._open if r.index == suspect[2]), None)
+                if record is not None:
+                    record.residue = (*record.residue, suspect[0])
+                else:
+                    self._confirmed.append(suspect[0])
 
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
@@ -287,7 +320,6 @@ class TorchWatch:
         from gradcheck.probes.torch_stats import absent, fingerprint, read
 
         self.bridge.after(index)
-        residue = []
         for key, (nonzero, norm, checksum, grad_id) in before["leftovers"].items():
             grad = before["tracked"][key].grad
             kept = grad is not None and id(grad) == grad_id and fingerprint(grad) == checksum
@@ -296,7 +328,9 @@ class TorchWatch:
                 f"call optimizer.zero_grad() after {before['boundary']} and before the next backward (to accumulate "
                 "over micro-steps, zero at each step: backwards between two steps may add up on purpose)"
             )
-            residue.append(Residue(f"{key}.grad", norm, nonzero, "param", (f"{key}.grad",), left_by, kept, fix))
+            if not kept and grad is not None:
+                found = Residue(f"{key}.grad", norm, nonzero, "param", (f"{key}.grad",), left_by, kept, fix)
+                self._suspects[id(before["tracked"][key])] = (found, id(grad), index)
         samples, described = {}, {}
         for key, tensor in before["tracked"].items():
             grad = tensor.grad
@@ -307,7 +341,9 @@ class TorchWatch:
                 value = float(tensor.detach().double().norm()) if tensor.is_floating_point() else float("nan")
                 described[key] = (f"{key}.grad", tuple(tensor.shape), str(tensor.dtype).replace("torch.", ""), value)
         breaks = self._breaks(before, samples)
-        self._pending = _Pending(index, before["loss"], before["site"], samples, described, tuple(residue), breaks)
+        confirmed, self._confirmed = tuple(self._confirmed), []
+        self._pending = _Pending(index, before["loss"], before["site"], samples, described, confirmed, breaks)
+        self._open.append(self._pending)
 
     def _breaks(self, before: dict, samples: dict) -> tuple:
         """Where the chain breaks, for each param first seen without a gradient (once a param)."""
@@ -330,11 +366,17 @@ class TorchWatch:
                 found.append(cause)
         return tuple(found)
 
-    def _flush(self) -> None:
-        """Record the pending backward (its reads are over)."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
+    def _flush(self, everything: bool = False) -> None:
+        """Log the open records, oldest first, up to the first one a leftover may still join (at most MAX_OPEN
+        stay open); ``everything`` at the end."""
+        self._pending = None
+        waiting = {suspect[2] for suspect in self._suspects.values()}
+        while self._open:
+            if not everything and self._open[0].index in waiting and len(self._open) <= MAX_OPEN:
+                break
+            self._log(self._open.pop(0))
+
+    def _log(self, pending: _Pending) -> None:
         record = PassRecord(
             index=pending.index, loss=pending.loss, launches=0, audited_buffers=0, survivors=(), site=pending.site,
             residue=pending.residue, rewrites=tuple(pending.rewrites), breaks=pending.breaks,
@@ -349,7 +391,7 @@ class TorchWatch:
     def finish(self) -> None:
         self.reads.close()
         with self._guard("finish"):
-            self._flush()
+            self._flush(everything=True)
             shared = self.bridge.shared()
             if shared:
                 self.notes.append(shared)
@@ -371,3 +413,12 @@ class TorchWatch:
             "internal_errors": tuple(self.internal_errors),
             "bridge": self.bridge.issues(),
         }
+
+
+def _params_of(owner) -> set[int]:
+    """id() of the tensors a zero_grad() call clears: an optimizer's param groups, or a module's parameters."""
+    groups = getattr(owner, "param_groups", None)
+    if groups is not None:
+        return {id(p) for group in groups for p in group["params"]}
+    parameters = getattr(owner, "parameters", None)
+    return {id(p) for p in parameters()} if callable(parameters) else set()
