@@ -111,8 +111,11 @@ class Bridge:
     def before_warp_backward(self) -> None:
         """A Warp tape's backward is about to run inside a torch backward: an adjoint buffer handed to torch in an
         earlier torch backward that is still nonzero now is what this backward will add to (nothing zeroed it)."""
-        if not self.in_backward:
+        if not self.in_backward or not self._handed:
             return
+        from gradcheck.probes.warp_compat.torch_interop import synchronize_warp
+
+        synchronize_warp()
         for key, (ref, ptr, index) in list(self._handed.items()):
             array = ref()
             if array is None or int(getattr(array, "ptr", 0) or 0) != ptr:
@@ -257,8 +260,12 @@ class Bridge:
 
     # -- after it -----------------------------------------------------------------------------------------------
     def after(self, index: int) -> None:
+        from gradcheck.probes.warp_compat.torch_interop import synchronize_warp
+
         for handle in self._hooks:
             handle.remove()
+        if self._aliases or self._orphans:
+            synchronize_warp()
         self._hooks, self._incoming, self._produced, self._ran = [], {}, {}, {}
         self._returned, self._running, self._leftover = {}, [], {}
         for key, (alias, before) in self._orphans.items():
@@ -270,6 +277,10 @@ class Bridge:
         """Live wrappers whose gradient memory is no longer their tensor's ``.grad``: fingerprinted now, to see
         whether this backward writes there."""
         from gradcheck.probes.torch_compat import data_ptr
+        from gradcheck.probes.warp_compat.torch_interop import synchronize_warp
+
+        if self._aliases:
+            synchronize_warp()
 
         found = {}
         for key, alias in list(self._aliases.items()):

@@ -44,3 +44,15 @@ def _to_torch(watch, original):
         return result
 
     return to_torch
+
+
+def synchronize_warp() -> None:
+    """Wait for Warp's streams before torch reads memory Warp wrote (on CUDA, Warp's backward runs on Warp's stream,
+    torch reads on its own); nothing when the program has not started Warp (that would print Warp's banner)."""
+    warp = sys.modules.get("warp")
+    if warp is None:
+        return
+    from gradcheck.probes.warp_compat.runtime import internal_module
+
+    if getattr(internal_module("context"), "runtime", None) is not None:
+        warp.synchronize()
