@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -161,7 +160,9 @@ def test_a_long_loop_is_audited_by_the_cadence_and_the_late_mistake_found(runs):
 
 
 # the proofs: each fault really corrupts the gradients; the clean program matches torch's own
-@pytest.mark.parametrize("fault", ["doubled-gradient", "orphaned-alias", "grad-output-zeroed", "tape-reused", "detached-input"])
+@pytest.mark.parametrize(
+    "fault", ["doubled-gradient", "orphaned-alias", "grad-output-zeroed", "tape-reused", "detached-input"]
+)
 def test_each_bridge_fault_is_a_real_gradient_error(fault):
     from gradcheck.examples.torch_warp_train import check
 
@@ -187,7 +188,9 @@ def test_the_twins_gradients_against_torch(case, wrong):
     assert (difference > 0.1) if wrong else (difference < 1e-5), proc.stdout
 
 
-@pytest.mark.parametrize("case,wrong", [("clean", False), ("accumulate", False), ("no-zero-grad", True), ("missed-boundary", True)])
+@pytest.mark.parametrize(
+    "case,wrong", [("clean", False), ("accumulate", False), ("no-zero-grad", True), ("missed-boundary", True)]
+)
 def test_the_pure_accumulation_cases_against_a_fresh_model(case, wrong):
     proc = subprocess.run(
         [sys.executable, str(PROGRAMS / "pure_train.py"), "--case", case, "--check"],

@@ -160,7 +160,9 @@ def gradients(model: Model) -> dict:
     model.zero_grad(set_to_none=True)
     loss = torch.nn.functional.mse_loss(model(x), target)
     loss.backward()
-    return {name: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for name, p in model.named_parameters()}
+    return {
+        name: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for name, p in model.named_parameters()
+    }
 
 
 def check(fault: str | None) -> float:

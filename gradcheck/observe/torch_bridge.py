@@ -268,7 +268,7 @@ class Bridge:
             synchronize_warp()
         self._hooks, self._incoming, self._produced, self._ran = [], {}, {}, {}
         self._returned, self._running, self._leftover = {}, [], {}
-        for key, (alias, before) in self._orphans.items():
+        for alias, before in self._orphans.values():
             with self._watch._guard("bridge: orphaned alias"):
                 self._orphaned(alias, before)
         self._orphans = {}

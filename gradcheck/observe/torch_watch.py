@@ -281,10 +281,10 @@ class TorchWatch:
                     self._after(before, index)
 
     def _before(self, tensors, boundary: str | None, index: int) -> dict:
+        import torch
+
         from gradcheck.probes.torch_graph import walk
         from gradcheck.probes.torch_stats import fingerprint, nonzero_norm
-
-        import torch
 
         roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in tensors if isinstance(t, torch.Tensor)]
         loss = None

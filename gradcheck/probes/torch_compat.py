@@ -86,7 +86,9 @@ def _backward(watch, original):
     def backward(tensors, grad_tensors=None, *args, **kwargs):
         if watch.busy:
             return original(tensors, grad_tensors, *args, **kwargs)
-        return watch.on_backward(tensors, grad_tensors, kwargs, lambda: original(tensors, grad_tensors, *args, **kwargs))
+        return watch.on_backward(
+            tensors, grad_tensors, kwargs, lambda: original(tensors, grad_tensors, *args, **kwargs)
+        )
 
     return backward
 

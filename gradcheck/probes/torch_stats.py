@@ -94,5 +94,7 @@ def nonzero_norm(grad) -> tuple[int, float]:
     if not flat.is_floating_point() or flat.numel() == 0:
         return 0, 0.0
     finite = torch.where(torch.isfinite(flat), flat, torch.zeros((), dtype=flat.dtype, device=flat.device))
-    nonzero, norm = torch.stack([torch.count_nonzero(flat).double(), torch.linalg.vector_norm(finite.double())]).tolist()
+    nonzero, norm = torch.stack(
+        [torch.count_nonzero(flat).double(), torch.linalg.vector_norm(finite.double())]
+    ).tolist()
     return int(nonzero), norm
