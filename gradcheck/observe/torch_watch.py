@@ -257,6 +257,8 @@ class TorchWatch:
 
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
+        if self.bridge.in_backward:  # a backward inside one (torch.utils.checkpoint's reentrant segments): its part
+            return run()
         self.backwards += 1
         index = self.backwards
         boundary, self._stepped = self._stepped, None
@@ -293,10 +295,12 @@ class TorchWatch:
         for root in roots[:1]:
             self.devices.setdefault(str(root.device))
         graph = walk(roots, MAX_GRAPH_NODES)
-        held = {id(p) for p in self.held()}
-        tracked = {}
-        for tensor in [*self.held(), *graph.leaves, *self.names.module_params()]:
-            if id(tensor) not in {id(t) for t in tracked.values()}:
+        held_tensors = self.held()
+        held = {id(p) for p in held_tensors}
+        tracked, seen = {}, set()
+        for tensor in [*held_tensors, *graph.leaves, *self.names.module_params()]:
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
                 role = UPDATED if id(tensor) in held else LEAF
                 tracked[self._key(tensor, role=role)] = tensor
         for key, tensor in self.tensors().items():
