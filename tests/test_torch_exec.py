@@ -54,6 +54,10 @@ SILENT = {
     "pure-accumulates-on-purpose": (str(PROGRAMS / "pure_train.py"), "--case", "accumulate"),
     **{f"twin-{c}": (str(PROGRAMS / "bridge_twins.py"), "--case", c) for c in ("alias-write", "cached-keep-grad", "reused-zeroed")},
 }  # fmt: skip
+# correct programs of common patterns, written by a second reader to catch false findings (GradScaler, GANs zeroed
+# by hand, two optimizers at two speeds, frozen layers in the optimizer, sparse and complex gradients, threads, a
+# program's own TorchFunctionMode, LBFGS, checkpointing, DDP, torch.compile, Warp Functions made afresh)
+CORRECT = sorted(p.stem for p in (PROGRAMS / "correct").glob("[pbw]*.py"))
 LONG = (str(PROGRAMS / "pure_train.py"), "--case", "no-zero-grad", "--steps", "400", "--from-step", "300")
 
 
@@ -75,6 +79,7 @@ def _runs() -> dict:
     jobs |= {f"pure-{c}": (str(PROGRAMS / "pure_train.py"), "--case", c) for c in PURE_CASES}
     jobs |= {"twin-grad-output-private": (str(PROGRAMS / "bridge_twins.py"), "--case", "grad-output-private")}
     jobs |= SILENT | {"long": LONG}
+    jobs |= {f"correct-{name}": (str(PROGRAMS / "correct" / f"{name}.py"),) for name in CORRECT}
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {name: pool.submit(_exec, args) for name, args in jobs.items()}
     return {name: f.result() for name, f in futures.items()}
@@ -117,6 +122,14 @@ def test_correct_program_is_silent(runs, name):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert scenario["findings"] == [], scenario["findings"]
     assert scenario["passes"] > 0 and scenario["params"], scenario
+
+
+@pytest.mark.parametrize("name", CORRECT)
+def test_common_correct_patterns_get_no_warning(runs, name):
+    proc, scenario = runs[f"correct-{name}"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loud = [f for f in scenario["findings"] if f["severity"] in ("error", "warning")]
+    assert not loud, loud
 
 
 def test_subjects_are_the_programs_parameter_paths(runs):

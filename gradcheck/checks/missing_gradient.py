@@ -43,7 +43,9 @@ record (it records one only while a tape records and both arrays have a gradient
 allocated again inside the tape); a launch whose derivative is zero at these values (a saturated clamp).
 `--graph FILE` draws the dataflow with the break marked.
 
-In a PyTorch program (gradcheck exec): a tensor an optimizer holds whose .grad stays None or zero is an error,
+In a PyTorch program (gradcheck exec): a tensor an optimizer holds whose .grad stays None or zero is an error
+(a warning when the loss's autograd graph reaches it and the gradient is exactly zero: the derivative itself may
+be zero, as for a bias a batch norm cancels),
 one that nothing trains (requires grad, in no optimizer: a frozen or unused part of a model) one info; the cause
 named is the loss's autograd graph never reaching it (used under torch.no_grad(), through .detach() or .data,
 or not at all), the tensor handed to Warp as an array without gradient (wp.from_torch(x.detach())), or Warp
@@ -136,7 +138,10 @@ def _unreached(trace: Trace, absent: list[ParamTrace]) -> list[Finding]:
 
 
 # causes a missing torch gradient can have: said even when .grad is None (a Warp param without a buffer has one)
-_TORCH_CAUSES = ("detached", "unreached", "orphaned")
+_TORCH_CAUSES = ("detached", "unreached", "orphaned", "zero-derivative")
+# an exactly-zero torch gradient the autograd graph does reach: the derivative may truly be zero (a bias batch
+# norm cancels, a WGAN critic's last bias): worth a look, not proof of a broken graph
+_WARNING_CAUSES = ("zero-derivative",)
 
 
 def _newton(trace: Trace) -> bool:
@@ -166,7 +171,11 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         hint = "read the array under the tape, after it got its final .grad; see stale-adjoint findings"
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
-    if cause is not None and kind == _NO_BUFFER and cause.cause in _TORCH_CAUSES:
+    severity = Severity.WARNING if cause is not None and cause.cause in _WARNING_CAUSES else Severity.ERROR
+    if cause is not None and cause.cause in _WARNING_CAUSES:
+        message = f"{who}gradient is exactly zero on every {trace.unit} that ran ({len(ran)}); {cause.detail}"
+        hint = cause.fix
+    elif cause is not None and kind == _NO_BUFFER and cause.cause in _TORCH_CAUSES:
         message = f"{who}no gradient (.grad is None after every {trace.unit} that ran, {len(ran)}); {cause.detail}"
         hint = cause.fix
     elif cause is not None and kind != _NO_BUFFER:
@@ -188,7 +197,7 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         hint = "build the kernels on the gradient's path with enable_backward=True (the default), or " + hint
     return Finding(
         check=NAME,
-        severity=Severity.ERROR,
+        severity=severity,
         subject=first.subject,
         message=message,
         hint=hint,

@@ -60,7 +60,8 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     f"norm {first.read_norm:.4g}: whatever reads it sees another gradient "
                     f"({len(members)} of {trace.iterations or len(trace.passes)} {trace.units})"
                 ),
-                hint="read or copy gradients before the optimizer step, or give the optimizer its own state buffers",
+                hint="read or copy gradients before the optimizer step (torch's foreach SGD with momentum, and "
+                "optimizers such as ScheduleFree, rewrite .grad in place), or give the optimizer its own state buffers",
                 evidence={
                     "first_pass": record.index,
                     "writer": first.writer,

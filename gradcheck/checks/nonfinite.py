@@ -102,7 +102,8 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
         f"{first}{where_in} on; {where}{started}{leaf}",
         hint=(
             "guard the operation whose derivative is singular at 0 (wp.length(d) handles d = 0; wp.sqrt(wp.dot(d, d)) "
-            "does not: add an eps or branch); --trace-nonfinite names the first operation that produced it"
+            "does not, nor does torch.sqrt(x) or a norm at 0: add an eps or branch); --trace-nonfinite names the "
+            "first Warp operation that produced it, torch.autograd.detect_anomaly() the first torch one"
         )
         if loss_finite or loss is None
         else "find where the forward first makes a NaN/Inf (the inputs, a division by zero, log or sqrt of a "

@@ -103,8 +103,8 @@ class Bridge:
         if not self.in_backward:
             return
         left = self._leftover.pop(id(array), None)
-        if left is not None:
-            self._add(self._reused_issue(array, left, site))
+        if left is not None and left[2]() is array:  # not a new array at a freed one's id
+            self._add(self._reused_issue(array, left[:2], site))
         if len(self._handed) < MAX_ALIASES:
             self._handed[id(array)] = (weakref.ref(array), int(getattr(array, "ptr", 0) or 0), self._index)
 
@@ -125,7 +125,7 @@ class Bridge:
                 continue
             nonzero, norm = self._nonzero_norm(array)
             if nonzero:
-                self._leftover[key] = (norm, index)
+                self._leftover[key] = (norm, index, ref)
 
     def _nonzero_norm(self, array) -> tuple[int, float]:
         import warp as wp
@@ -259,6 +259,13 @@ class Bridge:
             self._add(_written_issue(node, g, others, after, self._watch, self._index))
 
     # -- after it -----------------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """The backward was not audited after all (its setup failed): no hook of ours stays on its graph."""
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks, self._incoming, self._produced, self._ran = [], {}, {}, {}
+        self._running, self._leftover, self._orphans = [], {}, {}
+
     def after(self, index: int) -> None:
         from gradcheck.probes.warp_compat.torch_interop import synchronize_warp
 

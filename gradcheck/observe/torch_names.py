@@ -10,6 +10,7 @@ walked again only when a tensor nobody named yet turns up, at most once a backwa
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
 MAX_ITEMS = 64  # items of one list, tuple or dict looked at
@@ -73,16 +74,23 @@ class TorchNames:
 
         seen: set[int] = set()
         for group in self._roots():
-            for key, value in group.items():
+            for key, value in list(group.items()):
                 if not key.startswith("__"):
-                    self._visit(torch, value, key, DEPTH, seen)
+                    try:
+                        self._visit(torch, value, key, DEPTH, seen)
+                    except Exception:  # noqa: BLE001 - an object that will not be walked keeps its tensors unnamed
+                        continue
 
     def _visit(self, torch, value, path: str, depth: int, seen: set[int]) -> None:
         if id(value) in seen or depth < 0:
             return
         seen.add(id(value))
         if isinstance(value, torch.nn.Module):
-            for name, param in value.named_parameters(prefix=path, remove_duplicate=True):
+            try:
+                named = list(value.named_parameters(prefix=path, remove_duplicate=True))
+            except TypeError:  # a module overriding named_parameters with an older signature
+                named = list(value.named_parameters(prefix=path))
+            for name, param in named:
                 if self.known(param) is None:
                     self._give(param, name)
                 if param.requires_grad and len(self._module_params) < MAX_MODULE_PARAMS:
@@ -95,18 +103,18 @@ class TorchNames:
         if isinstance(value, torch.optim.Optimizer) or depth == 0:
             return
         if isinstance(value, dict):
-            for k, item in list(value.items())[:MAX_ITEMS]:
+            for k, item in itertools.islice(value.items(), MAX_ITEMS):
                 if isinstance(k, str):
                     self._visit(torch, item, f"{path}[{k!r}]", depth - 1, seen)
         elif isinstance(value, (list, tuple)):
-            for i, item in enumerate(value[:MAX_ITEMS]):
+            for i, item in enumerate(itertools.islice(value, MAX_ITEMS)):
                 self._visit(torch, item, f"{path}[{i}]", depth - 1, seen)
         elif type(value).__module__ not in ("builtins",) and hasattr(value, "__dict__") and not isinstance(value, type):
             try:
-                attrs = dict(vars(value))
+                attrs = vars(value)
             except TypeError:
                 return
-            for k, item in list(attrs.items())[:MAX_ITEMS]:
+            for k, item in itertools.islice(attrs.items(), MAX_ITEMS):
                 if not k.startswith("__"):
                     self._visit(torch, item, f"{path}.{k}", depth - 1, seen)
 

@@ -28,7 +28,8 @@ from gradcheck.observe.log import IterationLog
 from gradcheck.observe.torch_bridge import Bridge
 from gradcheck.observe.torch_names import TorchNames
 from gradcheck.observe.torch_reads import ReadWindow
-from gradcheck.probes.sites import caller_site, short
+from gradcheck.observe.torch_steps import Steps
+from gradcheck.probes.sites import caller_site
 
 MAX_INTERNAL_ERRORS = 20
 MAX_GRAPH_NODES = 20000
@@ -49,12 +50,11 @@ class _Pending:
     rewrites: list = field(default_factory=list)
 
 
-class TorchWatch:
+class TorchWatch(Steps):
     def __init__(self, roots, cadence=ALL, params: dict | None = None) -> None:
         self.names = TorchNames(roots)
         self.cadence = cadence
         self.log = IterationLog()
-        self.optimizers: weakref.WeakSet = weakref.WeakSet()
         self.backwards = self.audited = 0
         self.internal_errors: list[InternalError] = []
         self.notes: list[str] = []
@@ -65,7 +65,6 @@ class TorchWatch:
         self.bridge = Bridge(self)
         self.reads = ReadWindow(self)
         self._depth = 0
-        self._stepped: str | None = None  # the step that moved params since the last backward ("SGD.step() (x.py:3)")
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -73,13 +72,9 @@ class TorchWatch:
         self._pending: _Pending | None = None  # the last audited backward's record, still open
         self._open: list[_Pending] = []  # records not yet logged, oldest first (a suspect may still join them)
         self._window = False  # the last backward was audited: its step and reads are watched
-        self._before_step: dict[int, int] = {}
-        self._step_backwards = 0  # backwards counted when the step began (LBFGS runs its own inside the step)
-        # leftovers a backward added to, judged when the optimizer holding the param steps on them (a zero_grad()
-        # before that step makes them harmless: a GAN's generator backward adds into the discriminator's stale
-        # .grad, which the next optimizerD.zero_grad() clears): id(param) -> (Residue, id of that .grad)
-        self._suspects: dict[int, tuple] = {}
-        self._confirmed: list = []  # confirmed after their backward's record was closed: go into the next one
+        self._scaled: tuple | None = None  # (weakref to GradScaler.scale's output, the scale it multiplied by)
+        self._init_steps()
+        self.other_backwards = 0  # backwards of threads other than the audited one
         for key, tensor in (params or {}).items():
             self._key(tensor, key, role=DECLARED)
 
@@ -178,91 +173,20 @@ class TorchWatch:
         with self._guard("wp.to_torch"):
             self.bridge.on_to_torch(array, tensor)
 
-    # -- optimizers ---------------------------------------------------------------------------------------------
-    def on_optimizer(self, optimizer) -> None:
-        with self._guard("optimizer"):
-            self.optimizers.add(optimizer)
-
-    def held(self) -> list:
-        return [p for opt in list(self.optimizers) for group in opt.param_groups for p in group["params"]]
-
-    def before_step(self, optimizer) -> None:
-        if self.busy:
-            return
-        self.optimizers.add(optimizer)  # one made before the watch started is known from its first step
-        self._step_backwards = self.backwards
-        if self._suspects:
-            with self._guard("step: leftovers"):
-                self._confirm(optimizer)
-        if not self._window:
-            return
-        from gradcheck.probes.torch_stats import fingerprint
-
-        with self._guard("step"):
-            params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-            self._before_step = {id(p.grad): fingerprint(p.grad) for p in params}
-
-    def after_step(self, optimizer) -> None:
-        if self.busy:
-            return
-        self._stepped = f"{type(optimizer).__name__}.step() ({short(caller_site())})"
-        if self.warp is not None:
-            self.warp.note_update()  # the params moved: a new iteration on the Warp side too
-        if not self._window or not self._before_step or self.backwards != self._step_backwards:
-            self._before_step = {}  # a step that ran backwards of its own (LBFGS's closure) set .grad itself
-            return
-        from gradcheck.probes.torch_stats import fingerprint
-
-        with self._guard("step"):
-            rewritten = {}
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = p.grad
-                    if g is not None and id(g) in self._before_step and fingerprint(g) != self._before_step[id(g)]:
-                        produced = self._produced_norm(p)
-                        rewritten[id(g)] = (g, self._key(p) + ".grad", produced)
-            self._before_step = {}
-            if rewritten:
-                self.reads.open(rewritten, self._stepped)
-
-    def _produced_norm(self, tensor) -> float:
-        pending = self._pending
-        key = self.name_of(tensor)
-        if pending is None or key not in pending.samples:
-            return float("nan")
-        return pending.samples[key].norm
-
-    def on_zero_grad(self, owner) -> None:
-        self.reads.close()
-        if self._suspects:
-            with self._guard("zero_grad"):
-                covered = _params_of(owner)
-                for key in [k for k in self._suspects if k in covered]:
-                    del self._suspects[key]
-
-    def _confirm(self, optimizer) -> None:
-        """The optimizer steps on gradients that still hold a leftover a backward added to: the finding."""
-        from gradcheck.probes.torch_stats import nonzero_norm
-
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                suspect = self._suspects.pop(id(p), None)
-                if suspect is None or p.grad is None or id(p.grad) != suspect[1] or not nonzero_norm(p.grad)[0]:
-                    continue
-                record = next((r for r in self._open if r.index == suspect[2]), None)
-                if record is not None:
-                    record.residue = (*record.residue, suspect[0])
-                else:
-                    self._confirmed.append(suspect[0])
-
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
-        if self.bridge.in_backward:  # a backward inside one (torch.utils.checkpoint's reentrant segments): its part
+        if self.bridge.in_backward:  # a backward inside one (reentrant checkpointing) is part of it
+            return run()
+        if not self.own_thread():  # another thread's is not watched: its .grad is not safe to read from here
+            self.other_backwards += 1
             return run()
         self.backwards += 1
         index = self.backwards
-        boundary, self._stepped = self._stepped, None
+        moved, self._moved = self._moved, {}
         self.reads.close()
+        if self._suspects:
+            with self._guard("leftovers"):
+                self.clear_suspects()
         if not self.cadence.full(index):
             self._flush()
             self._window = False
@@ -271,34 +195,45 @@ class TorchWatch:
         before = None
         with self._guard("before backward"):
             self._flush()
-            before = self._before(tensors, boundary, index)
+            before = self._before(tensors, moved, index)
         self._window = True
         self.bridge.in_backward = True
         try:
             return run()
         finally:
             self.bridge.in_backward = False
-            if before is not None:
+            if before is None:
+                self.bridge.release()
+            else:
                 with self._guard("after backward"):
                     self._after(before, index)
 
-    def _before(self, tensors, boundary: str | None, index: int) -> dict:
+    def on_scale(self, scaled, scale: float) -> None:
+        """GradScaler.scale(loss) made ``scaled`` = loss * ``scale``: a backward from it leaves scaled gradients."""
+        with self._guard("GradScaler"):
+            self._scaled = (weakref.ref(scaled), scale)
+
+    def _before(self, tensors, moved: dict, index: int) -> dict:
         import torch
 
         from gradcheck.probes.torch_graph import walk
         from gradcheck.probes.torch_stats import fingerprint, nonzero_norm
 
         roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in tensors if isinstance(t, torch.Tensor)]
-        loss = None
-        if len(roots) == 1 and roots[0].numel() == 1:
-            loss = float(roots[0].detach().reshape(()))
+        loss, scale = None, 1.0
+        scaled = self._scaled
+        if scaled is not None and roots and scaled[0]() is roots[0]:
+            scale = scaled[1] or 1.0
+        if len(roots) == 1 and roots[0].numel() == 1 and not roots[0].is_complex():
+            loss = float(roots[0].detach().reshape(())) / scale
         for root in roots[:1]:
             self.devices.setdefault(str(root.device))
         graph = walk(roots, MAX_GRAPH_NODES)
         held_tensors = self.held()
         held = {id(p) for p in held_tensors}
         tracked, seen = {}, set()
-        for tensor in [*held_tensors, *graph.leaves, *self.names.module_params()]:
+        modules = self.names.module_params() if not self.other_threads else []
+        for tensor in [*held_tensors, *graph.leaves, *modules]:
             if id(tensor) not in seen:
                 seen.add(id(tensor))
                 role = UPDATED if id(tensor) in held else LEAF
@@ -307,38 +242,38 @@ class TorchWatch:
             if self._roles.get(key) == DECLARED:
                 tracked.setdefault(key, tensor)
         leftovers = {}
-        if boundary is not None:
-            for key, tensor in tracked.items():
-                grad = tensor.grad
-                if self._roles.get(key) != LEAF and grad is not None:
-                    nonzero, norm = nonzero_norm(grad)
-                    if nonzero:
-                        leftovers[key] = (nonzero, norm, fingerprint(grad), id(grad))
+        for key, tensor in tracked.items():
+            grad = tensor.grad
+            if id(tensor) in moved and self._roles.get(key) != LEAF and grad is not None:
+                nonzero, norm = nonzero_norm(grad)
+                if nonzero:
+                    leftovers[key] = (nonzero, norm, fingerprint(grad), id(grad), moved[id(tensor)])
         self.bridge.before(graph, index)
         return {
             "loss": loss, "tracked": tracked, "graph": graph, "leftovers": leftovers, "site": caller_site(),
-            "boundary": boundary,
+            "scale": scale,
         }  # fmt: skip
 
     def _after(self, before: dict, index: int) -> None:
         from gradcheck.probes.torch_stats import absent, fingerprint, read
 
         self.bridge.after(index)
-        for key, (nonzero, norm, checksum, grad_id) in before["leftovers"].items():
-            grad = before["tracked"][key].grad
+        for key, (nonzero, norm, checksum, grad_id, step) in before["leftovers"].items():
+            tensor = before["tracked"][key]
+            grad = tensor.grad
             kept = grad is not None and id(grad) == grad_id and fingerprint(grad) == checksum
-            left_by = self._last_grad.get(key, index - 1)
-            fix = (
-                f"call optimizer.zero_grad() after {before['boundary']} and before the next backward (to accumulate "
-                "over micro-steps, zero at each step: backwards between two steps may add up on purpose)"
-            )
             if not kept and grad is not None:
+                fix = (
+                    f"call optimizer.zero_grad() after {step} and before the next backward (to accumulate over "
+                    "micro-steps, zero at each step: backwards between two steps may add up on purpose)"
+                )
+                left_by = self._last_grad.get(key, index - 1)
                 found = Residue(f"{key}.grad", norm, nonzero, "param", (f"{key}.grad",), left_by, kept, fix)
-                self._suspects[id(before["tracked"][key])] = (found, id(grad), index)
+                self.suspect(tensor, found, index)
         samples, described = {}, {}
         for key, tensor in before["tracked"].items():
             grad = tensor.grad
-            samples[key] = absent(index) if grad is None else read(grad, index)
+            samples[key] = absent(index) if grad is None else read(grad, index, before["scale"])
             if samples[key].has_grad and samples[key].nonzero:
                 self._last_grad[key] = index
             if not self.log.knows(key):
@@ -365,6 +300,15 @@ class TorchWatch:
                     "used it, or it was used under torch.no_grad() or through .detach()/.data",
                     fix=f"use {key} (not a detached copy of it) in the computation the loss comes from; if it is "
                     "not meant to be learned, set requires_grad=False and leave it out of the optimizer",
+                )  # fmt: skip
+            if cause is None and sample.has_grad and id(tensor) in before["graph"].reached:
+                cause = ChainBreak(
+                    param=key, cause="zero-derivative", array=key, launch=None, index=None,
+                    detail=f"the loss's autograd graph reaches {key} and its gradient is exactly zero: the "
+                    "derivative is zero at these values (a bias that a normalisation or the loss itself cancels, a "
+                    "saturated activation), or a backward on the way returns zeros for it",
+                    fix=f"nothing, if the loss truly does not depend on {key} (then drop it or freeze it); else check "
+                    "the backward of the custom Functions on its way",
                 )  # fmt: skip
             if cause is not None:
                 found.append(cause)
@@ -399,6 +343,11 @@ class TorchWatch:
             shared = self.bridge.shared()
             if shared:
                 self.notes.append(shared)
+            if self.other_backwards:
+                self.notes.append(
+                    f"{self.other_backwards} torch backward(s) of other threads were not audited (only the thread of "
+                    "the first backward is: torch's .grad is not safe to read while another thread writes it)"
+                )
         for step in self.on_exit:
             step()
 
@@ -417,12 +366,3 @@ class TorchWatch:
             "internal_errors": tuple(self.internal_errors),
             "bridge": self.bridge.issues(),
         }
-
-
-def _params_of(owner) -> set[int]:
-    """id() of the tensors a zero_grad() call clears: an optimizer's param groups, or a module's parameters."""
-    groups = getattr(owner, "param_groups", None)
-    if groups is not None:
-        return {id(p) for group in groups for p in group["params"]}
-    parameters = getattr(owner, "parameters", None)
-    return {id(p) for p in parameters()} if callable(parameters) else set()

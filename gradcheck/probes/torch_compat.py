@@ -70,6 +70,9 @@ def observed(watch):
     pre = optimizer_module.register_optimizer_step_pre_hook(lambda opt, args, kwargs: watch.before_step(opt))
     post = optimizer_module.register_optimizer_step_post_hook(lambda opt, args, kwargs: watch.after_step(opt))
     undo += [pre.remove, post.remove]
+    for scaler in _scalers(torch):
+        patch(scaler, "scale", lambda original: _scale(watch, original))
+        patch(scaler, "step", lambda original: _scaler_step(watch, original))
     watch.attach_bridge = lambda: bridge(watch, patch)  # the program imports Warp now or later
     if "warp" in sys.modules:
         watch.attach_bridge()
@@ -82,8 +85,14 @@ def observed(watch):
 
 
 def _backward(watch, original):
+    import torch
+
     @functools.wraps(original)
     def backward(tensors, grad_tensors=None, *args, **kwargs):
+        if not isinstance(tensors, (torch.Tensor, tuple, list)):
+            tensors = tuple(tensors)  # a generator: torch accepts any iterable, and the watch reads it first
+        if grad_tensors is not None and not isinstance(grad_tensors, (torch.Tensor, tuple, list)):
+            grad_tensors = tuple(grad_tensors)
         if watch.busy:
             return original(tensors, grad_tensors, *args, **kwargs)
         return watch.on_backward(
@@ -91,6 +100,43 @@ def _backward(watch, original):
         )
 
     return backward
+
+
+def _scalers(torch) -> list:
+    """GradScaler's classes (torch.amp's, and torch.cuda.amp's where it is not a subclass of it)."""
+    found = []
+    for owner in (getattr(torch, "amp", None), getattr(getattr(torch, "cuda", None), "amp", None)):
+        cls = getattr(owner, "GradScaler", None)
+        if cls is not None and hasattr(cls, "scale") and not any(issubclass(cls, f) for f in found):
+            found.append(cls)
+    return found
+
+
+def _scale(watch, original):
+    @functools.wraps(original)
+    def scale(self, outputs):
+        result = original(self, outputs)
+        if getattr(result, "requires_grad", False) and not watch.busy:
+            try:
+                factor = float(self.get_scale()) if self.is_enabled() else 1.0
+            except Exception:  # noqa: BLE001 - a scaler we cannot read: gradients are taken as they are
+                factor = 1.0
+            watch.on_scale(result, factor)
+        return result
+
+    return scale
+
+
+def _scaler_step(watch, original):
+    @functools.wraps(original)
+    def step(self, *args, **kwargs):
+        watch.scaler_step = True
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            watch.scaler_step = False
+
+    return step
 
 
 def _made(watch, original):

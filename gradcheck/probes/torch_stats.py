@@ -22,11 +22,23 @@ def absent(index: int) -> ParamPass:
     )  # fmt: skip
 
 
+def _flat(tensor):
+    """The values as one real vector: a sparse gradient's stored values, a complex one's real and imaginary parts."""
+    import torch
+
+    t = tensor.detach()
+    if t.is_sparse:
+        t = t.coalesce().values()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1)
+
+
 def fingerprint(tensor) -> int:
     """Bit-exact fingerprint of a tensor's values (0 for an empty one)."""
     import torch
 
-    flat = tensor.detach().reshape(-1)
+    flat = _flat(tensor)
     if flat.numel() == 0:
         return 0
     bits = _bits(torch, flat)
@@ -51,11 +63,12 @@ def _weights(torch, n: int, device):
     return w
 
 
-def read(grad, index: int) -> ParamPass:
-    """The statistics of ``grad`` (a tensor, floating point) after backward ``index``."""
+def read(grad, index: int, scale: float = 1.0) -> ParamPass:
+    """The statistics of ``grad`` after backward ``index``; ``scale``: GradScaler multiplied the loss by it, so the
+    gradient is scaled too (divided out), and non-finite values are GradScaler's to find (it skips that step)."""
     import torch
 
-    flat = grad.detach().reshape(-1)
+    flat = _flat(grad)
     if not flat.is_floating_point() or flat.numel() == 0:
         return ParamPass(True, 0.0, 0.0, 0, 0, True, 0.0, math.nan, index=index, checksum=0)
     finite = torch.isfinite(flat)
@@ -70,6 +83,8 @@ def read(grad, index: int) -> ParamPass:
         ]
     ).tolist()
     norm, max_abs, nonzero, nonfinite, nan = numbers
+    if scale != 1.0:
+        norm, max_abs, nonfinite, nan = norm / scale, max_abs / scale, 0, 0
     return ParamPass(
         has_grad=True,
         norm=norm,
@@ -90,7 +105,7 @@ def nonzero_norm(grad) -> tuple[int, float]:
     """(nonzero values, norm over the finite ones) of a gradient: what a leftover is."""
     import torch
 
-    flat = grad.detach().reshape(-1)
+    flat = _flat(grad)
     if not flat.is_floating_point() or flat.numel() == 0:
         return 0, 0.0
     finite = torch.where(torch.isfinite(flat), flat, torch.zeros((), dtype=flat.dtype, device=flat.device))
