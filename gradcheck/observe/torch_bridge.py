@@ -65,8 +65,10 @@ class Bridge:
         self.in_backward = False  # a torch backward runs (set by the watch)
         self._pairs: dict = {}  # (site, with .grad) -> (weakref to the tensor, "array" | "ctype"): what shares memory
         self._running: list = []  # the custom nodes running now (innermost last)
-        # Warp arrays handed to torch (wp.to_torch) during an earlier torch backward: id -> (array, ptr, backward)
+        # Warp arrays handed to torch (wp.to_torch) during the last audited torch backward: id -> (array, ptr,
+        # backward); those of this one, kept for the next (a reused tape hands the same arrays every time)
         self._handed: dict[int, tuple] = {}
+        self._handing: dict[int, tuple] = {}
         self._leftover: dict[int, tuple] = {}  # id -> (norm, backward that left it): nonzero as Warp's backward began
 
     # -- the pairs ----------------------------------------------------------------------------------------------
@@ -105,8 +107,8 @@ class Bridge:
         left = self._leftover.pop(id(array), None)
         if left is not None and left[2]() is array:  # not a new array at a freed one's id
             self._add(self._reused_issue(array, left[:2], site))
-        if len(self._handed) < MAX_ALIASES:
-            self._handed[id(array)] = (weakref.ref(array), int(getattr(array, "ptr", 0) or 0), self._index)
+        if len(self._handing) < MAX_ALIASES:
+            self._handing[id(array)] = (weakref.ref(array), int(getattr(array, "ptr", 0) or 0), self._index)
 
     def before_warp_backward(self) -> None:
         """A Warp tape's backward is about to run inside a torch backward: an adjoint buffer handed to torch in an
@@ -275,6 +277,7 @@ class Bridge:
             synchronize_warp()
         self._hooks, self._incoming, self._produced, self._ran = [], {}, {}, {}
         self._returned, self._running, self._leftover = {}, [], {}
+        self._handed, self._handing = self._handing, {}
         for alias, before in self._orphans.values():
             with self._watch._guard("bridge: orphaned alias"):
                 self._orphaned(alias, before)
