@@ -287,6 +287,8 @@ class ProgramAudit:
             if torch_trace is None:
                 return ScenarioResult(notes=tuple(notes), unit="backward", **fields)
             notes.extend(self.torch.notes)
+            if not self.torch.backwards:
+                notes.append("the program never called backward (torch's or a Warp tape's): nothing to audit")
             fields.setdefault("device", torch_trace.device)
             return verdict.result(torch_trace, verdict.judge(torch_trace, checks), notes=tuple(notes), **fields)
         warp_result = self._warp_judged(trace, checks, notes, **fields)
