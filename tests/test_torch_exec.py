@@ -231,3 +231,12 @@ def test_the_in_process_api_audits_a_torch_loop():
         optimizer.zero_grad()
     assert results[False] == {("accumulation", "w.grad"), ("accumulation", "model.bias.grad")}
     assert results[True] == set()
+
+
+def test_a_torch_program_without_backward_says_there_was_nothing_to_audit(tmp_path):
+    program = tmp_path / "infer.py"
+    program.write_text("import torch\nprint(float(torch.ones(3).sum()))\n")
+    proc, scenario = _exec((str(program),))
+    assert proc.returncode == 0 and proc.stdout.startswith("3.0\n")
+    assert scenario["passes"] == 0 and scenario["findings"] == []
+    assert any("never called backward" in n for n in scenario["notes"]), scenario["notes"]
