@@ -20,18 +20,19 @@ BIN = Path(sys.executable).parent
 PROGRAM = ["-m", "newton.examples", "diffsim_ball", "--viewer", "null", "--num-frames", "3", "--device", "cpu"]
 
 
-def wall(command: list[str]) -> float:
+def wall(command: list[str], cwd: str | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     return time.perf_counter() - started
 
 
-def measure(rounds: int = 5) -> dict:
-    """{"python": s, "exec": s, "ratio": median, "rounds": [...]} (medians over the rounds)."""
-    plain = [sys.executable, *PROGRAM]
-    audited = [str(BIN / "gradcheck"), "exec", *PROGRAM]
-    wall(plain), wall(audited)  # warm the kernel cache
-    times = [(wall(plain), wall(audited)) for _ in range(rounds)]
+def measure(rounds: int = 5, program: list[str] = PROGRAM, options: tuple = (), cwd: str | None = None) -> dict:
+    """{"python": s, "exec": s, "ratio": median, "rounds": [...]} (medians over the rounds) of ``program`` plain and
+    under ``gradcheck exec OPTIONS``, alternated."""
+    plain = [sys.executable, *program]
+    audited = [str(BIN / "gradcheck"), "exec", *options, *program]
+    wall(plain, cwd), wall(audited, cwd)  # warm the kernel cache
+    times = [(wall(plain, cwd), wall(audited, cwd)) for _ in range(rounds)]
     ratios = [a / p for p, a in times]
     return {
         "python": statistics.median(p for p, _ in times),

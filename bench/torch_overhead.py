@@ -13,38 +13,15 @@ first); the medians and the median of the per-round ratios:
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from exec_overhead import measure  # the same alternation, warm-up and medians as E1
+
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 PROGRAMS = {
     "T1a torch + Warp kernel, 1,000 steps": ["-m", "gradcheck.examples.torch_warp_train", "--steps", "1000"],
     "T1b pure torch, 3,000 steps": [str(ROOT / "tests/programs/torch/pure_train.py"), "--steps", "3000"],
 }
-
-
-def wall(command: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT))
-    return time.perf_counter() - started
-
-
-def measure(program: list[str], rounds: int) -> dict:
-    plain = [sys.executable, *program]
-    audited = [str(BIN / "gradcheck"), "exec", "--output", "/dev/null", *program]
-    wall(plain), wall(audited)
-    times = [(wall(plain), wall(audited)) for _ in range(rounds)]
-    ratios = [a / p for p, a in times]
-    return {
-        "python": statistics.median(p for p, _ in times),
-        "exec": statistics.median(a for _, a in times),
-        "ratio": statistics.median(ratios),
-        "rounds": ratios,
-    }
 
 
 def main() -> None:
@@ -52,7 +29,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     rounds = parser.parse_args().rounds
     for name, program in PROGRAMS.items():
-        r = measure(program, rounds)
+        r = measure(rounds, program, ("--output", "/dev/null"), cwd=str(ROOT))
         print(
             f"{name}: python {r['python']:.2f} s, gradcheck exec {r['exec']:.2f} s, ratio {r['ratio']:.3f}x "
             f"(rounds {', '.join(f'{x:.3f}' for x in r['rounds'])})"

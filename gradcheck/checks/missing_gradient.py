@@ -98,41 +98,47 @@ def _kind(param: ParamTrace, skipped: set[int]) -> str | None:
 
 def _leaves(trace: Trace, zero: list[ParamTrace]) -> list[Finding]:
     """One info for every leaf with an all-zero gradient, in a program that showed no parameter."""
-    if not zero:
-        return []
-    subjects = [p.subject for p in zero]
-    shown = ", ".join(subjects[:5]) + (f" and {len(subjects) - 5} more" if len(subjects) > 5 else "")
-    return [
-        Finding(
-            check=NAME,
-            severity=Severity.INFO,
-            subject=subjects[0],
-            message=f"{len(subjects)} leaf array(s) that require grad have a gradient of exactly zero after every "
+    return _leaf_info(
+        zero,
+        _ALL_ZERO,
+        lambda n, shown: (
+            f"{n} leaf array(s) that require grad have a gradient of exactly zero after every "
             f"{trace.unit} they took part in: {shown}; the loss does not depend on them (often model constants), "
-            "and no launch was seen updating any array from its gradient",
-            hint="nothing, if they are not meant to be learned; else check the launches between them and the loss",
-            evidence={"kind": _ALL_ZERO, "subjects": subjects, "role": "leaf"},
-        )
-    ]
+            "and no launch was seen updating any array from its gradient"
+        ),
+        "nothing, if they are not meant to be learned; else check the launches between them and the loss",
+    )
 
 
 def _unreached(trace: Trace, absent: list[ParamTrace]) -> list[Finding]:
     """One info for the leaves whose ``.grad`` stayed None (a torch tensor that requires grad, held by no
     optimizer, that no backward reached: a frozen or unused part of a model). A Warp leaf always has a buffer."""
-    if not absent:
+    return _leaf_info(
+        absent,
+        _NO_BUFFER,
+        lambda n, shown: (
+            f"{n} tensor(s) that require grad got no gradient (.grad None after every {trace.unit}): "
+            f"{shown}; no optimizer holds them, so nothing seen trains them (a frozen or unused part of the model?)"
+        ),
+        "nothing, if they are not meant to be learned (then requires_grad=False saves the work); else use them in "
+        "the loss's computation and give them to the optimizer",
+    )
+
+
+def _leaf_info(leaves: list[ParamTrace], kind: str, message, hint: str) -> list[Finding]:
+    """One info listing ``leaves`` (the first five by name); ``message(count, shown)``."""
+    if not leaves:
         return []
-    subjects = [p.subject for p in absent]
+    subjects = [p.subject for p in leaves]
     shown = ", ".join(subjects[:5]) + (f" and {len(subjects) - 5} more" if len(subjects) > 5 else "")
     return [
         Finding(
             check=NAME,
             severity=Severity.INFO,
             subject=subjects[0],
-            message=f"{len(subjects)} tensor(s) that require grad got no gradient (.grad None after every {trace.unit}"
-            f"): {shown}; no optimizer holds them, so nothing seen trains them (a frozen or unused part of the model?)",
-            hint="nothing, if they are not meant to be learned (then requires_grad=False saves the work); else use "
-            "them in the loss's computation and give them to the optimizer",
-            evidence={"kind": _NO_BUFFER, "subjects": subjects, "role": "leaf"},
+            message=message(len(subjects), shown),
+            hint=hint,
+            evidence={"kind": kind, "subjects": subjects, "role": "leaf"},
         )
     ]
 

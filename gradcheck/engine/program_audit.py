@@ -230,7 +230,8 @@ class ProgramAudit:
         if self._max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
             self.observer.max_norm = self._max_norm
         if self._params:
-            warp_params = {k: v for k, v in self._params.items() if k not in _torch_params(self._params)}
+            torch_params = _torch_params(self._params)
+            warp_params = {k: v for k, v in self._params.items() if k not in torch_params}
             if warp_params:
                 self.observer.declare(warp_params)
         if self._blame_at is not None:

@@ -17,6 +17,8 @@ class DanglingAdjointStop(Exception):
 
 
 class Guarded:
+    ROLE = "observer"  # internal errors read "observer: <component>" (the torch side's: "torch observer: ...")
+
     def __init__(self) -> None:
         self._depth = 0
         self.internal_errors: list[InternalError] = []
@@ -48,7 +50,7 @@ class Guarded:
         except DanglingAdjointStop:
             raise
         except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
-            self._internal(f"observer: {component}", exc)
+            self._internal(f"{self.ROLE}: {component}", exc)
         finally:
             self._depth -= 1
 

@@ -72,7 +72,7 @@ class Bridge:
         self._leftover: dict[int, tuple] = {}  # id -> (norm, backward that left it): nonzero as Warp's backward began
 
     # -- the pairs ----------------------------------------------------------------------------------------------
-    def on_from_torch(self, tensor, array, requires_grad) -> None:
+    def on_from_torch(self, tensor, array) -> None:
         from gradcheck.probes.torch_compat import data_ptr
 
         grad = getattr(array, "grad", None)

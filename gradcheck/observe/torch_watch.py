@@ -18,12 +18,12 @@ is the same for both: the params moved).
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from dataclasses import dataclass, field
 
-from gradcheck.model.trace import DECLARED, LEAF, UPDATED, ChainBreak, InternalError, PassRecord, Residue
+from gradcheck.model.trace import DECLARED, LEAF, UPDATED, ChainBreak, PassRecord, Residue
 from gradcheck.observe.cadence import ALL
+from gradcheck.observe.guard import Guarded
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.torch_bridge import Bridge
 from gradcheck.observe.torch_names import TorchNames
@@ -31,7 +31,6 @@ from gradcheck.observe.torch_reads import ReadWindow
 from gradcheck.observe.torch_steps import Steps
 from gradcheck.probes.sites import caller_site
 
-MAX_INTERNAL_ERRORS = 20
 MAX_GRAPH_NODES = 20000
 MAX_OPEN = 8  # audited backwards whose record waits for a step to say whether their leftovers mattered  # nodes of one backward's graph walked for its leaves and custom Functions
 
@@ -50,13 +49,15 @@ class _Pending:
     rewrites: list = field(default_factory=list)
 
 
-class TorchWatch(Steps):
+class TorchWatch(Steps, Guarded):
+    ROLE = "torch observer"  # what its internal errors are labelled with
+
     def __init__(self, roots, cadence=ALL, params: dict | None = None) -> None:
+        super().__init__()  # Guarded: busy, ignoring(), _guard() and the internal errors
         self.names = TorchNames(roots)
         self.cadence = cadence
         self.log = IterationLog()
         self.backwards = self.audited = 0
-        self.internal_errors: list[InternalError] = []
         self.notes: list[str] = []
         self.on_exit: list = []
         self.attach_bridge = lambda: None  # set while installed (probes.torch_compat.observed)
@@ -64,7 +65,6 @@ class TorchWatch(Steps):
         self.devices: dict[str, None] = {}
         self.bridge = Bridge(self)
         self.reads = ReadWindow(self)
-        self._depth = 0
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -79,32 +79,6 @@ class TorchWatch(Steps):
             self._key(tensor, key, role=DECLARED)
 
     # -- plumbing -------------------------------------------------------------------------------------------------
-    @property
-    def busy(self) -> bool:
-        return self._depth > 0
-
-    @contextlib.contextmanager
-    def ignoring(self):
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-
-    @contextlib.contextmanager
-    def _guard(self, component: str):
-        self._depth += 1
-        try:
-            yield
-        except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
-            found = InternalError.of(f"torch observer: {component}", exc)
-            if len(self.internal_errors) < MAX_INTERNAL_ERRORS and found.error not in {
-                e.error for e in self.internal_errors
-            }:
-                self.internal_errors.append(found)
-        finally:
-            self._depth -= 1
-
     def installed(self):
         from gradcheck.probes.torch_compat import observed
 
@@ -161,11 +135,11 @@ class TorchWatch(Steps):
         tensor = getattr(array, "_tensor", None)
         return self.name_of(tensor) if tensor is not None else None
 
-    def on_from_torch(self, tensor, array, requires_grad) -> None:
+    def on_from_torch(self, tensor, array) -> None:
         if not (self.bridge.in_backward or self.cadence.full(self.backwards + 1)):
             return  # the next backward goes unaudited: nothing will ask about this wrapper
         with self._guard("wp.from_torch"):
-            self.bridge.on_from_torch(tensor, array, requires_grad)
+            self.bridge.on_from_torch(tensor, array)
 
     def on_to_torch(self, array, tensor) -> None:
         if not (self.bridge.in_backward or self.cadence.full(self.backwards + 1)):

@@ -29,7 +29,7 @@ def _from_torch(watch, original):
     def from_torch(t, *args, **kwargs):
         result = original(t, *args, **kwargs)
         if not watch.busy:
-            watch.on_from_torch(t, result, kwargs.get("requires_grad", args[1] if len(args) > 1 else None))
+            watch.on_from_torch(t, result)
         return result
 
     return from_torch
