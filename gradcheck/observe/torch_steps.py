@@ -97,12 +97,16 @@ class Steps:
     def after_step(self, optimizer) -> None:
         if self.busy or not self.own_thread():
             return
-        label = f"{type(optimizer).__name__}.step() ({short(caller_site())})"
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                self._moved[id(p)] = label
         if self.warp is not None:
             self.warp.note_update()  # the params moved: a new iteration on the Warp side too
+        audit_next = self.cadence.full(self.backwards + 1)
+        if not (audit_next or self._window):
+            return  # between audited windows a step costs this much (its site is a walk of the stack)
+        label = f"{type(optimizer).__name__}.step() ({short(caller_site())})"
+        if audit_next:  # what moved matters to the next backward only if it is audited (its leftovers)
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    self._moved[id(p)] = label
         before, self._before_step = self._before_step, {}
         if not self._window or not before or self.backwards != self._step_backwards or self.scaler_step:
             return  # LBFGS's closure set .grad itself; GradScaler's fused step unscales it in place
