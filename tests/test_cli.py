@@ -109,8 +109,11 @@ def test_unwritable_output_is_a_usage_error(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith("gradcheck: error: cannot write --output")
 
 
-def test_every_format_has_a_renderer():
-    assert set(RENDERERS) == set(OutputFormat)
+def test_every_document_renders_as_table_and_json():
+    """Every command's document has both human and machine formats; JUnit only where results are pass/fail."""
+    for kind, renderers in RENDERERS.items():
+        assert {OutputFormat.table, OutputFormat.json} <= set(renderers), kind
+    assert {k for k, r in RENDERERS.items() if OutputFormat.junit in r} == {"report", "ci", "selftest"}
 
 
 def test_exit_code_priority():

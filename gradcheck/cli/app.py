@@ -55,7 +55,8 @@ def main() -> None:
     one JSON object (the usage error in ``error``), as for every other usage error."""
     import sys
 
-    from gradcheck.cli.output import error_line, usage_failure
+    from gradcheck.cli.output import error_line
+    from gradcheck.cli.reporting import usage_failure
     from gradcheck.model.exit_codes import ExitCode
 
     args = sys.argv[1:]

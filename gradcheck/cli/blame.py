@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, format_option
 from gradcheck.cli.run import DEVICE_HELP, GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
@@ -16,9 +17,12 @@ def blame(
     device: str = typer.Option(None, "--device", help=DEVICE_HELP),
     fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
     settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
+    fmt: OutputFormat = format_option("blame"),
     output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    select: list[str] = SELECT,
+    ignore: list[str] = IGNORE,
+    verbose: bool = VERBOSE,
     fd: FDMode = typer.Option(FDMode.fast, "--fd", help="finite-difference check of the whole gradient too"),
     max_norm: float = MAX_NORM,
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
@@ -38,6 +42,9 @@ def blame(
         fmt=fmt,
         output=output,
         fail_on=fail_on,
+        select=select,
+        ignore=ignore,
+        verbose=verbose,
         clip_norm=None,
         max_norm=max_norm,
         trace_nonfinite=False,

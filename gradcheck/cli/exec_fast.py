@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import typing
 from pathlib import Path
 
 
@@ -32,8 +33,6 @@ def run_fast(args: list[str]) -> int | None:
 
 def _options(function) -> dict:
     """flag → (parameter name, its type, its OptionInfo), for every option of ``function``."""
-    import typing
-
     import typer.models
 
     hints = typing.get_type_hints(function)
@@ -69,6 +68,10 @@ def _parse(args: list[str], options: dict) -> dict | None:
             if i + 1 >= len(args):
                 return None
             text, i = args[i + 1], i + 1
+        if typing.get_origin(kind) is list:  # a repeatable option (--ignore): every value, in order
+            values[name] = [*(values[name] or []), text]
+            i += 1
+            continue
         value = _convert(text, kind, info)
         if value is None:
             return None

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import emit, error_line, is_regular_target, usage_report
+from gradcheck.cli.output import is_regular_target
+from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, format_option, judged, suppressions, usage_exit
 from gradcheck.cli.run import GRAPH, MAX_NORM, draw_graph
-from gradcheck.formats import OutputFormat
+from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode, combine
 from gradcheck.model.options import AUDIT_EVERY, AUDIT_FIRST, FailOn
@@ -30,11 +31,14 @@ SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": True, "a
 def exec_program(
     program: list[str] = typer.Argument(None, metavar="SCRIPT.py [ARGS...]", help="the program and its arguments"),
     module: str = typer.Option(None, "-m", metavar="MODULE", help="run a module, as python -m MODULE"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
+    fmt: OutputFormat = format_option("exec"),
     output: Path = typer.Option(
         None, "--output", help="write the report to FILE instead of stdout (refreshed at most once a second)"
     ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    select: list[str] = SELECT,
+    ignore: list[str] = IGNORE,
+    verbose: bool = VERBOSE,
     keep_going: bool = typer.Option(
         False, "--keep-going", help="skip a backward that would write through a dangling pointer, instead of stopping"
     ),
@@ -66,16 +70,16 @@ def exec_program(
 
     program = list(program or [])
     try:
+        check_supported("exec", fmt)
+        rules = suppressions(select, ignore)
         target, output, graph = _checked(program, module, output, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
-        emit(usage_report(str(exc), fail_on), fmt, None)
-        error_line(str(exc))
-        raise typer.Exit(int(ExitCode.USAGE)) from None
+        raise usage_exit("exec", exc, fmt, None, fail_on=fail_on) from None
     from gradcheck.cli.output import KeptStdio
 
     stdio = KeptStdio(report_on_stdout=output is None)
-    refresher = _Refresher(output, fmt, fail_on) if output is not None and is_regular_target(output) else None
+    refresher = _Refresher(output, fmt, fail_on, rules) if output is not None and is_regular_target(output) else None
     with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
         result, run = audit_program(
             target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
@@ -84,9 +88,9 @@ def exec_program(
         )  # fmt: skip
     if refresher is not None:
         refresher.close()
-    report = _report(result, run, fail_on, debug)
+    report = judged(_report(result, run, fail_on, debug), rules)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
-    code = _deliver(report, fmt, output, stdio, stopped)
+    code = _deliver(report, fmt, output, stdio, stopped, verbose)
     if graph is not None and not draw_graph(
         graph, pictures, report.scenarios, lambda m: stdio.line(m, kind="note"), stdio.line
     ):
@@ -140,7 +144,9 @@ def _report(result, run, fail_on: FailOn, debug: bool):
     return report
 
 
-def _deliver(report, fmt: OutputFormat, output: Path | None, stdio, said: tuple[str, ...] = ()) -> int:
+def _deliver(
+    report, fmt: OutputFormat, output: Path | None, stdio, said: tuple[str, ...] = (), verbose: bool = False
+) -> int:
     """The report to --output or the original stdout, then gradcheck's error lines (``said`` first); the exit
     code."""
     from gradcheck.cli.output import ReportNotWritten, write_report_file
@@ -152,9 +158,9 @@ def _deliver(report, fmt: OutputFormat, output: Path | None, stdio, said: tuple[
     flush_program_streams()  # what the program left buffered comes before the report, also in --output /dev/stdout
     try:
         if output is not None:
-            write_report_file(output, render(report, fmt, color=False, width=100))
+            write_report_file(output, render(report, fmt, color=False, width=100, verbose=verbose))
         else:
-            stdio.report(render(report, fmt, color=stdio.color, width=stdio.width))
+            stdio.report(render(report, fmt, color=stdio.color, width=stdio.width, verbose=verbose))
     except OSError as exc:
         lost = f"cannot write --output {str(output)!r}: {exc.strerror or exc}"
     except ReportNotWritten as exc:
@@ -170,19 +176,21 @@ class _Refresher:
     never reaches its end (``os._exit``, SIGKILL) still leaves its last audit on disk. Failures are silent: the
     final write says them. Closed before the final write, so no late refresh can replace it."""
 
-    def __init__(self, output: Path, fmt: OutputFormat, fail_on: FailOn) -> None:
-        self.output, self.fmt, self.fail_on = output, fmt, fail_on
+    def __init__(self, output: Path, fmt: OutputFormat, fail_on: FailOn, rules) -> None:
+        self.output, self.fmt, self.fail_on, self.rules = output, fmt, fail_on, rules
         self._lock = threading.Lock()
         self._closed = False
 
     def __call__(self, result) -> None:
         from gradcheck.cli.output import write_report_file
+        from gradcheck.cli.reporting import judged
         from gradcheck.engine.environment import describe
         from gradcheck.formats import render
         from gradcheck.model.options import severity
         from gradcheck.model.report import Report
 
         report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(self.fail_on))
+        report = judged(report, self.rules)
         text = render(report, self.fmt, color=False, width=100)
         with self._lock:
             if not self._closed:

@@ -6,30 +6,40 @@ adds its explanation too; every finding's fix line points here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from gradcheck.cli.output import fail
+from gradcheck.cli.reporting import OUTPUT, deliver, format_option, usage_exit
+from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
 
 
 def explain(
     check: str = typer.Argument(None, metavar="[CHECK]", help="a check name; omit to list them"),
+    fmt: OutputFormat = format_option("explain"),
+    output: Path = OUTPUT,
 ) -> None:
     """What a check means, its common causes, the fix, and an example."""
+    from gradcheck.cli.output import check_writable
+
     try:
-        typer.echo(explain_text(check), nl=False)
+        check_supported("explain", fmt)
+        check_writable(output)
+        document = explain_document(check)
     except UsageError as exc:
-        raise fail(exc) from None
+        raise usage_exit("explain", exc, fmt) from None
+    deliver(document, fmt, output)
 
 
-def explain_text(name: str | None) -> str:
+def explain_document(name: str | None):
+    """Every check's summary (no name), or the one check's full text; an unknown name is a usage error."""
     from gradcheck.checks import BY_NAME
+    from gradcheck.model.documents import CheckText, ExplainDoc
 
     if not name:
-        width = max(len(n) for n in BY_NAME)
-        lines = [f"{n.ljust(width)}  {m.SUMMARY}" for n, m in BY_NAME.items()]
-        return "\n".join(lines) + "\n\ngradcheck explain CHECK for what it means, causes, fix and an example\n"
+        return ExplainDoc(tuple(CheckText(n, m.SUMMARY) for n, m in BY_NAME.items()))
     module = BY_NAME.get(name)
     if module is None:
         raise UsageError(f"unknown check {name!r}; checks: {', '.join(BY_NAME)}")
-    return f"{module.NAME}: {module.SUMMARY}\n\n{module.EXPLAIN.strip()}\n"
+    return ExplainDoc((CheckText(module.NAME, module.SUMMARY, module.EXPLAIN.strip()),))

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
 
-from gradcheck.formats import OutputFormat
+from gradcheck.cli.reporting import OUTPUT, deliver, format_option, usage_exit
+from gradcheck.formats import OutputFormat, check_supported
+from gradcheck.model.errors import UsageError
 
 
-def list_scenarios(
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json"),
-) -> None:
+def list_scenarios(fmt: OutputFormat = format_option("list"), output: Path = OUTPUT) -> None:
     """List built-in and installed scenarios with their faults (imports no Warp)."""
-    import json
-
+    from gradcheck.cli.output import check_writable
+    from gradcheck.model.documents import ScenarioListDoc
     from gradcheck.scenario import catalog
 
-    infos = catalog.all_infos()
-    if fmt == OutputFormat.json:
-        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("scenario", no_wrap=True)
-    table.add_column("description / faults", overflow="fold")
-    table.add_column("source", no_wrap=True)
-    for info in infos:
-        faults = "".join(f"\n  --fault {k}: {v}" for k, v in info.faults.items())
-        table.add_row(info.name, info.description + faults, info.source)
-    Console(highlight=False).print(table)
+    try:
+        check_supported("list", fmt)
+        check_writable(output)
+    except UsageError as exc:
+        raise usage_exit("list", exc, fmt) from None
+    deliver(ScenarioListDoc(tuple(i.to_dict() for i in catalog.all_infos())), fmt, output)

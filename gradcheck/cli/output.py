@@ -28,40 +28,6 @@ def error_line(message: str) -> None:
     typer.echo(f"gradcheck: error: {message}", err=True)
 
 
-def usage_failure(message: str, args: list[str], code: int = int(ExitCode.USAGE)) -> int:
-    """A command line the parser rejected: one error line naming the way to help; with ``--format json``, the
-    usage error as the report's JSON on stdout too. Returns the exit code."""
-    command = next((a for a in args if not a.startswith("-")), None)
-    where = f"gradcheck {command} --help" if command else "gradcheck --help"
-    error_line(f"{message.strip().rstrip('.')}; see `{where}`")
-    if _requested_format(args) == "json":
-        from gradcheck.formats import OutputFormat
-        from gradcheck.model.options import FailOn
-
-        emit(usage_report(message.strip(), FailOn.error), OutputFormat.json, None)
-    return code
-
-
-def _requested_format(args: list[str]) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == "--format" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--format="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-def usage_report(message: str, fail_on):
-    """A report that carries only the usage error, so ``--format json`` stdout is still one JSON object."""
-    from gradcheck.engine.environment import describe
-    from gradcheck.model.options import severity
-    from gradcheck.model.report import Report
-
-    return Report(
-        environment=describe(None), scenarios=(), fail_on=severity(fail_on), error=message, error_code=ExitCode.USAGE
-    )
-
-
 def check_writable(output: Path | None, flag: str = "--output", inputs=()) -> None:
     """Fail before the run, not after it, when a report could not be written, or would overwrite one of the
     run's own inputs (the scenario file, the baseline, the config)."""
@@ -148,19 +114,6 @@ def is_regular_target(path: Path) -> bool:
         return True
     except OSError:
         return False
-
-
-def emit(report, fmt, output: Path | None) -> None:
-    """The report in ``fmt`` to ``output`` (plain, 100 columns) or stdout (terminal width and colour)."""
-    from gradcheck.formats import render
-
-    if output is not None:
-        write_atomically(output, render(report, fmt, color=False, width=100))
-        return
-    if sys.stdout is None:  # started with stdout closed: the error line on stderr says it all
-        return
-    sys.stdout.write(render(report, fmt, color=color(), width=width()))
-    sys.stdout.flush()
 
 
 def color() -> bool:

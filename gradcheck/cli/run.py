@@ -6,8 +6,9 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, emit, error_line, input_files, stdout_to_stderr, usage_report
-from gradcheck.formats import OutputFormat
+from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr
+from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, deliver, format_option, judged, suppressions, usage_exit
+from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model import dataflow
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode, combine
@@ -30,9 +31,12 @@ def run(
     passes: int = typer.Option(DEFAULT_RUN.passes, "--passes", help="forward/backward passes per scenario"),
     fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
     settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="report format"),
+    fmt: OutputFormat = format_option("run"),
     output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
+    select: list[str] = SELECT,
+    ignore: list[str] = IGNORE,
+    verbose: bool = VERBOSE,
     clip_norm: float = typer.Option(
         None, "--clip-norm", help="clip the params' gradients to this global norm after each pass; show both norms"
     ),
@@ -70,7 +74,9 @@ def run(
     from gradcheck.model.options import CheckOptions, FDOptions, RunOptions, parse_settings
 
     pictures: list = []  # --graph: what the drivers kept, (scenario name, Dataflow | None)
-    try:
+    try:  # every gradcheck option checked before any scenario code runs
+        check_supported("run", fmt)
+        rules = suppressions(select, ignore)
         options = RunOptions(
             device=device,
             passes=passes,
@@ -86,15 +92,15 @@ def run(
             blame=blame,
             timeout=timeout,
         )
-        try:
-            check_paths(output, graph, input_files(specs))
-        except UsageError:
-            output = None  # the usage error is then reported on stdout, once
-            raise
+        check_paths(output, graph, input_files(specs))
+    except UsageError as exc:
+        raise usage_exit("run", exc, fmt, None, fail_on=fail_on) from None  # --output may be what is wrong
+    try:
         with stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars, dataflow.collecting() as pictures:
             report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)
     except UsageError as exc:
-        report, graph = usage_report(str(exc), fail_on), None
+        raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
+    report = judged(report, rules)
     for result in report.scenarios:
         if result.error:
             error_line(result.error)
@@ -102,7 +108,7 @@ def run(
                 typer.echo(result.traceback, err=True)
     if report.error:
         error_line(report.error)
-    emit(report, fmt, output)
+    deliver(report, fmt, output, verbose=verbose)
     raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))
 
 

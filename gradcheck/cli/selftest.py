@@ -2,45 +2,53 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from gradcheck.cli.output import console, error_line, fail, stdout_to_stderr
+from gradcheck.cli.output import check_writable, error_line, stdout_to_stderr
+from gradcheck.cli.reporting import OUTPUT, deliver, format_option, usage_exit
 from gradcheck.cli.run import DEVICE_HELP
+from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
-from gradcheck.model.exit_codes import ExitCode
 
 
 def selftest(
     device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    passes: int = typer.Option(3, "--passes", help="passes per variant"),
+    passes: int = typer.Option(3, "--passes", min=1, help="passes per variant"),
+    fmt: OutputFormat = format_option("selftest"),
+    output: Path = OUTPUT,
 ) -> None:
     """Run every built-in fault and clean variant: each fault must be caught, each clean variant silent."""
-    from rich.table import Table
-
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine.interrupts import Interrupted
     from gradcheck.engine.selftest import run_selftest
 
     try:
+        check_supported("selftest", fmt)
+        check_writable(output)
         with stdout_to_stderr(), progress_bars(False) as bars:
             outcomes = run_selftest(device, passes, bars and bars.scenarios)
     except UsageError as exc:
-        raise fail(exc) from None
+        raise usage_exit("selftest", exc, fmt, output) from None
     except Interrupted as exc:  # the cases that ran are not a verdict on the matrix: say so, exit 130/143
         error_line(f"interrupted by {exc.what}; the selftest did not finish")
         raise typer.Exit(int(exc.exit_code)) from None
-    table = Table(box=None, header_style="bold", pad_edge=False, title="gradcheck selftest")
-    table.add_column("variant", overflow="fold")
-    table.add_column("must fire", overflow="fold")
-    table.add_column("fired", overflow="fold")
-    table.add_column("result")
+    document = selftest_document(outcomes, device)
+    deliver(document, fmt, output)
+    raise typer.Exit(int(document.exit_code))
+
+
+def selftest_document(outcomes, device: str | None):
+    from gradcheck.model.documents import SelftestDoc, SelftestRow
+
+    rows = []
     for o in outcomes:
-        expected = ", ".join(sorted(o.case.expect)) or "nothing"
-        fired = o.skipped or o.error or (", ".join(sorted(o.fired)) or "nothing")
-        verdict = "skipped" if o.skipped else "ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE"
-        table.add_row(o.case.label, expected, fired, verdict)
-    console().print(table)
-    bad = [o for o in outcomes if not o.ok]
-    skipped = sum(1 for o in outcomes if o.skipped)
-    typer.echo(f"{len(outcomes) - len(bad) - skipped} passed, {len(bad)} failed, {skipped} skipped")
-    raise typer.Exit(int(ExitCode.FINDINGS if bad else ExitCode.OK))
+        if o.skipped:
+            result, detail = "skipped", o.skipped
+        elif o.error:
+            result, detail = "error", o.error
+        else:
+            result, detail = ("ok" if o.ok else "MISS" if o.case.expect else "FALSE POSITIVE"), None
+        rows.append(SelftestRow(o.case.label, tuple(sorted(o.case.expect)), tuple(sorted(o.fired)), result, detail))
+    return SelftestDoc(tuple(rows), device)

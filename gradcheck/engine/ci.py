@@ -57,7 +57,7 @@ def load_config(directory: Path) -> Config:
     for folder in (directory, *directory.parents):
         path = folder / "pyproject.toml"
         if path.is_file():
-            data = _toml(path).get("tool", {}).get("gradcheck")
+            data = read_toml(path).get("tool", {}).get("gradcheck")
             if data is not None:
                 return _parse(data, str(path))
             break
@@ -70,7 +70,7 @@ def default_config() -> Config:
     return Config(entries=tuple(Entry(info.name) for info in builtin_infos()))
 
 
-def _toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict:
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -81,7 +81,7 @@ def _toml(path: Path) -> dict:
         raise UsageError(f"cannot read {path}: {exc}; fix the TOML") from None
 
 
-KEYS = ("scenarios", "passes", "fail-on")
+KEYS = ("scenarios", "passes", "fail-on", "select", "ignore")  # select/ignore: engine.project_config
 ENTRY_KEYS = ("spec", "fault", "set", "passes")
 
 
@@ -148,7 +148,8 @@ def _known_keys(table: dict, known: tuple[str, ...], where: str) -> None:
 
 def check_specs(entries: tuple[Entry, ...], source: str) -> None:
     """Every entry's spec names a scenario that exists (an unknown name or a missing file is a usage error before
-    anything runs); nothing is imported."""
+    anything runs); nothing is imported. The rest of the one resolver (``loader.checked``: the scenario loaded, its
+    fault and set keys) runs in ``run_entries``, in a worker, before the first entry runs."""
     from gradcheck.scenario.resolve import resolve
 
     for i, entry in enumerate(entries):
@@ -196,5 +197,6 @@ def run_entries(
             )
         except UsageError as exc:
             raise UsageError(f"{source}: scenarios[{i}] ({entry.label}): {exc}") from None
-        jobs.append(Job(entry.spec, entry_options, entry.label))
+        jobs.append(Job(entry.spec, entry_options, entry.label, where=f"{source}: scenarios[{i}] ({entry.label})"))
+    # run_jobs checks every entry (its scenario loaded, its fault and set keys) before the first one runs
     return run_jobs(jobs, options, on_result=on_result, fresh_process=True)

@@ -1,9 +1,9 @@
-"""JSON report. Keys are public (README): add freely, never rename."""
+"""JSON, for every command: the document's ``to_dict()``. Keys are public (README): add freely, never rename."""
 
 from __future__ import annotations
 
 import json
 
 
-def render(report, *, color: bool = False, width: int = 100) -> str:
-    return json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
+def render(document, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
+    return json.dumps(document.to_dict(), indent=2, allow_nan=False) + "\n"

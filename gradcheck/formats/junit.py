@@ -1,8 +1,9 @@
-"""JUnit XML for `gradcheck ci`: one testsuite per scenario, one testcase per check.
+"""JUnit XML, for CI systems that show test results: run, blame, exec, ci (one testsuite per scenario, one
+testcase per check) and selftest (one testsuite, one testcase per variant).
 
-A check with findings at or above --fail-on (not accepted by the baseline) is a <failure>; a
-scenario that crashed, hung or could not load is one testcase with an <error>. Built with
-ElementTree; characters XML 1.0 forbids are dropped.
+A check with findings at or above --fail-on (not accepted by a baseline; suppressed ones are gone from
+``findings``) is a <failure>; a scenario that crashed, hung or could not load is one testcase with an <error>;
+a usage error is one testsuite with one <error>. Built with ElementTree; characters XML 1.0 forbids are dropped.
 """
 
 from __future__ import annotations
@@ -17,39 +18,72 @@ def _clean(text) -> str:
     return _ILLEGAL.sub("", str(text))
 
 
-def render(report, checks) -> str:
-    """``report``: a Report (its fail-on decides failures; baselined findings never fail); ``checks``: the
-    check names, one testcase each per scenario."""
+def render(document, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
+    """A Report (run, blame, exec), a CiDoc or a SelftestDoc as JUnit XML."""
     suites = ET.Element("testsuites", name="gradcheck")
-    total_tests = total_failures = total_errors = 0
-    for result in report.scenarios:
-        label = _clean(result.label or result.name)
-        suite = ET.SubElement(suites, "testsuite", name=label)
-        tests = failures = errors = 0
-        if result.error is not None:
-            case = ET.SubElement(suite, "testcase", classname=label, name="run")
-            error = ET.SubElement(case, "error", message=_clean(result.error), type="ScenarioError")
-            error.text = _clean(result.error)
-            tests, errors = 1, 1
-        else:
-            bad = result.failing(report.fail_on)
-            for check in checks:
-                case = ET.SubElement(suite, "testcase", classname=label, name=check)
-                mine = [f for f in bad if f.check == check]
-                if mine:
-                    failure = ET.SubElement(case, "failure", message=_clean(f"{len(mine)} finding(s)"), type=check)
-                    failure.text = _clean(
-                        "\n".join(f"{f.severity.label} {f.subject}: {f.message} (fix: {f.hint})" for f in mine)
-                    )
-                    failures += 1
-                tests += 1
-        suite.set("tests", str(tests))
-        suite.set("failures", str(failures))
-        suite.set("errors", str(errors))
-        total_tests += tests
-        total_failures += failures
-        total_errors += errors
-    suites.set("tests", str(total_tests))
-    suites.set("failures", str(total_failures))
-    suites.set("errors", str(total_errors))
+    if document.KIND == "selftest":
+        _selftest(suites, document)
+    else:
+        report = document.report if document.KIND == "ci" else document
+        for result in report.scenarios:
+            _scenario(suites, result, report)
+        if report.error is not None:
+            _error_suite(suites, "gradcheck", report.error)
+    for key in ("tests", "failures", "errors"):  # the common schema has no "skipped" on <testsuites>
+        suites.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _scenario(suites, result, report) -> None:
+    label = _clean(result.label or result.name)
+    if result.error is not None:
+        _error_suite(suites, label, result.error)
+        return
+    suite = ET.SubElement(suites, "testsuite", name=label)
+    bad = result.failing(report.fail_on)
+    checks = report.checks or tuple(dict.fromkeys(f.check for f in result.findings))
+    failures = 0
+    for check in checks:
+        case = ET.SubElement(suite, "testcase", classname=label, name=check)
+        mine = [f for f in bad if f.check == check]
+        if mine:
+            failure = ET.SubElement(case, "failure", message=_clean(f"{len(mine)} finding(s)"), type=check)
+            failure.text = _clean(
+                "\n".join(f"{f.severity.label} {f.subject}: {f.message} (fix: {f.hint})" for f in mine)
+            )
+            failures += 1
+    _counts(suite, tests=len(checks), failures=failures)
+
+
+def _selftest(suites, doc) -> None:
+    if doc.error is not None:
+        _error_suite(suites, "selftest", doc.error)
+        return
+    suite = ET.SubElement(suites, "testsuite", name="selftest")
+    for row in doc.rows:
+        case = ET.SubElement(suite, "testcase", classname="selftest", name=_clean(row.variant))
+        if row.result == "skipped":
+            ET.SubElement(case, "skipped", message=_clean(row.detail or "skipped"))
+        elif row.result == "error":
+            ET.SubElement(case, "error", message=_clean(row.detail), type="ScenarioError").text = _clean(row.detail)
+        elif not row.passed:
+            expected = ", ".join(row.expect) or "nothing"
+            fired = ", ".join(row.fired) or "nothing"
+            failure = ET.SubElement(case, "failure", message=row.result, type=row.result)
+            failure.text = _clean(f"must fire: {expected}; fired: {fired}")
+    counts = doc.counts()
+    errors = sum(r.result == "error" for r in doc.rows)
+    _counts(suite, tests=len(doc.rows), failures=counts["failed"] - errors, errors=errors, skipped=counts["skipped"])
+
+
+def _error_suite(suites, label: str, message: str) -> None:
+    suite = ET.SubElement(suites, "testsuite", name=label)
+    case = ET.SubElement(suite, "testcase", classname=label, name="run")
+    error = ET.SubElement(case, "error", message=_clean(message), type="ScenarioError")
+    error.text = _clean(message)
+    _counts(suite, tests=1, errors=1)
+
+
+def _counts(suite, tests: int, failures: int = 0, errors: int = 0, skipped: int = 0) -> None:
+    for key, value in (("tests", tests), ("failures", failures), ("errors", errors), ("skipped", skipped)):
+        suite.set(key, str(value))

@@ -36,6 +36,7 @@ class Finding:
     hint: str  # the fix, in one line
     evidence: Mapping = field(default_factory=dict)
     baselined: bool | None = None  # gradcheck ci --baseline: accepted (True) or not (False); None without a baseline
+    ignored_by: str | None = None  # the --ignore/--select rule that suppressed it (model.suppressions); None: reported
 
     def __post_init__(self):
         # frozen all the way down: a report cannot be edited after the checks ran
@@ -43,19 +44,23 @@ class Finding:
 
     def __reduce__(self):
         # a mapping proxy cannot be pickled; findings cross a process boundary under --timeout
-        fields = (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence), self.baselined)
-        return (Finding, fields)
+        fields = (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence))
+        return (Finding, (*fields, self.baselined, self.ignored_by))
 
     def to_dict(self) -> dict:
-        return {
-            "check": self.check,
-            "severity": self.severity.label,
-            "subject": self.subject,
-            "message": self.message,
-            "hint": self.hint,
-            "evidence": _plain(self.evidence),
-            "explain": f"gradcheck explain {self.check}",
-        } | ({"baselined": self.baselined} if self.baselined is not None else {})
+        return (
+            {
+                "check": self.check,
+                "severity": self.severity.label,
+                "subject": self.subject,
+                "message": self.message,
+                "hint": self.hint,
+                "evidence": _plain(self.evidence),
+                "explain": f"gradcheck explain {self.check}",
+            }
+            | ({"baselined": self.baselined} if self.baselined is not None else {})
+            | ({"ignored_by": self.ignored_by} if self.ignored_by is not None else {})
+        )
 
 
 def _plain(value):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gradcheck.model.exit_codes import ExitCode, combine
 from gradcheck.model.findings import Finding, Severity
@@ -156,6 +157,7 @@ class ScenarioResult:
     passes: int = 0
     params: tuple[ParamSummary, ...] = ()
     findings: tuple[Finding, ...] = ()
+    ignored: tuple[Finding, ...] = ()  # suppressed by --ignore/--select (model.suppressions): listed, never judged
     error: str | None = None
     error_code: ExitCode | None = None  # USAGE or SCENARIO_ERROR when error is set
     traceback: str | None = None  # only filled with --debug
@@ -209,6 +211,7 @@ class ScenarioResult:
                 "blame": self.blame.to_dict() if self.blame else None,
                 "params": [p.to_dict() for p in self.params],
                 "findings": [f.to_dict() for f in self.findings],
+                "ignored": [f.to_dict() for f in self.ignored],
             }
             | ({"sampling": dict(self.sampling)} if self.sampling is not None else {})
         )
@@ -216,11 +219,13 @@ class ScenarioResult:
 
 @dataclass(frozen=True)
 class Report:
+    KIND: ClassVar[str] = "report"  # the formats registry's key (model.documents holds the other commands')
     environment: Mapping[str, str]
     scenarios: tuple[ScenarioResult, ...]
     fail_on: Severity = Severity.ERROR
     error: str | None = None  # a usage error that stopped the run before any scenario
     error_code: ExitCode | None = None
+    checks: tuple[str, ...] = ()  # the checks that judged it, in registry order (JUnit: one testcase each)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -229,6 +234,11 @@ class Report:
             codes.append(self.error_code or ExitCode.USAGE)
         return combine(codes)
 
+    @property
+    def ignored(self) -> tuple[Finding, ...]:
+        """Findings suppressed by --ignore/--select, over every scenario: the summary says how many."""
+        return tuple(f for s in self.scenarios for f in s.ignored)
+
     def to_dict(self) -> dict:
         out = {
             "schema": SCHEMA,
@@ -236,6 +246,7 @@ class Report:
             "fail_on": self.fail_on.label,
             "scenarios": [s.to_dict() for s in self.scenarios],
             "exit_code": int(self.exit_code),
+            "ignored_count": len(self.ignored),
         }
         if self.error is not None:
             out["error"] = self.error

@@ -1,0 +1,156 @@
+"""How every command ends: its document rendered through the formats registry to stdout or ``--output``, and a
+usage error as one stderr line plus, under ``--format json``/``junit``, the same error as one document.
+
+One place builds the usage-error document of every command (:func:`usage_document`) and one place writes a
+document (:func:`deliver`): a write that fails, on ``--output`` or on stdout (``> /dev/full``), is one line and
+exit 2 in every command, never a silent exit 0 or a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from gradcheck.cli.output import color, error_line, width, write_atomically
+from gradcheck.formats import KIND_OF_COMMAND, RENDERERS, OutputFormat, render
+from gradcheck.model.exit_codes import ExitCode
+
+OUTPUT = typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="every finding's full message, not one row per cause")
+SELECT = typer.Option(
+    None, "--select", metavar="CHECK[:SUBJECT]", help="report only these findings (glob subject); repeatable"
+)
+IGNORE = typer.Option(
+    None, "--ignore", metavar="CHECK[:SUBJECT]", help="suppress these findings (glob subject; counted); repeatable"
+)
+
+
+def format_option(command: str):
+    """``--format``, its help naming the formats this command can print."""
+    kind = KIND_OF_COMMAND.get(command, command)
+    return typer.Option(OutputFormat.table, "--format", help=" or ".join(f.value for f in RENDERERS[kind]))
+
+
+def usage_document(command: str, message: str, fail_on=None, source: str | None = None):
+    """The document ``command`` prints when a usage error stopped it: its own kind, carrying only the error."""
+    from gradcheck.model import documents
+
+    kind = KIND_OF_COMMAND.get(command, command)
+    if kind in ("report", "ci"):
+        from gradcheck.engine.environment import describe
+        from gradcheck.model.options import FailOn, severity
+        from gradcheck.model.report import Report
+
+        report = Report(
+            environment=describe(None),
+            scenarios=(),
+            fail_on=severity(fail_on or FailOn.error),
+            error=message,
+            error_code=ExitCode.USAGE,
+        )
+        return report if kind == "report" else documents.CiDoc(report, source)
+    if kind == "sweep":
+        return documents.SweepDoc(scenario=source or "", error=message)
+    by_kind = {
+        "explain": documents.ExplainDoc,
+        "selftest": documents.SelftestDoc,
+        "doctor": documents.DoctorDoc,
+        "list": documents.ScenarioListDoc,
+    }
+    return by_kind[kind](error=message)
+
+
+def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = None, **context) -> typer.Exit:
+    """One ``gradcheck: error:`` line; under json/junit the usage-error document too (to --output when it can be
+    written there, else stdout). Returns the Exit(2) to raise."""
+    message = str(exc)
+    error_line(message)
+    kind = KIND_OF_COMMAND.get(command, command)
+    try:
+        fmt = OutputFormat(fmt)
+    except ValueError:
+        fmt = OutputFormat.table
+    if fmt != OutputFormat.table and fmt in RENDERERS[kind]:
+        try:
+            deliver(usage_document(command, message, **context), fmt, output)
+        except typer.Exit:
+            deliver(usage_document(command, message, **context), fmt, None)
+    return typer.Exit(int(ExitCode.USAGE))
+
+
+def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> None:
+    """``document`` in ``fmt`` to ``output`` (plain, 100 columns) or stdout (terminal width and colour). A write
+    that fails is one error line and Exit(2); a reader that went away (``| head``) raises BrokenPipeError, which
+    the console script turns into a quiet exit."""
+    if output is not None:
+        write_atomically(output, render(document, fmt, color=False, width=100, verbose=verbose))
+        return
+    if sys.stdout is None:  # started with stdout closed: the error line on stderr says it all
+        return
+    text = render(document, fmt, color=color(), width=width(), verbose=verbose)
+    if not text:
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _discard_stdout()
+        error_line(f"cannot write the report to stdout: {exc.strerror or exc}; give --output FILE")
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+
+
+def usage_failure(message: str, args: list[str], code: int = int(ExitCode.USAGE)) -> int:
+    """A command line the parser rejected: one error line naming the way to help; under ``--format json`` (or
+    junit) the command's usage-error document on stdout too. Returns the exit code."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    where = f"gradcheck {command} --help" if command else "gradcheck --help"
+    fmt = _requested_format(args)
+    kind = KIND_OF_COMMAND.get(command, command)
+    error_line(f"{message.strip().rstrip('.')}; see `{where}`")
+    if kind in RENDERERS and fmt in {f.value for f in RENDERERS[kind]} and fmt != OutputFormat.table.value:
+        deliver(usage_document(command, message.strip()), fmt, None)
+    return code
+
+
+def _requested_format(args: list[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--format" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--format="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _discard_stdout() -> None:
+    """After a failed write, what is still buffered would fail again at exit (a second message, a traceback):
+    point fd 1 at /dev/null and drop it there."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def suppressions(select: list[str] | None, ignore: list[str] | None):
+    """The project's ``[tool.gradcheck]`` select/ignore with the command line's (its --select replaces the
+    config's, its --ignore adds). Raises UsageError for an unknown check or a malformed table."""
+    from gradcheck.checks import BY_NAME
+    from gradcheck.engine.project_config import suppressions as configured
+
+    return configured(Path.cwd(), BY_NAME).merged(select or (), ignore or (), BY_NAME)
+
+
+def judged(report, rules):
+    """The report as the user reads it: suppressed findings moved aside, every registered check named (JUnit)."""
+    from dataclasses import replace
+
+    from gradcheck.checks import BY_NAME
+
+    return replace(rules.apply(report), checks=tuple(BY_NAME))
