@@ -1,0 +1,173 @@
+"""Every command renders through the formats registry: table and json everywhere, JUnit where results are a
+pass/fail suite, a format a command cannot print is a usage error, a usage error is still one document in the
+format asked for, and a report that cannot be written is one line and exit 2 in every command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import xmlschema
+from conftest import ROOT, cli, cli_json
+
+from gradcheck.model.exit_codes import ExitCode
+
+JUNIT_SCHEMA = ROOT / "tests" / "data" / "junit.xsd"
+RETAIN = str(ROOT / "tests" / "scenarios" / "retain_grad.py")  # --fault no-zero: an accumulation error
+LOOP = str(ROOT / "tests" / "programs" / "exec" / "training_loop.py")  # --mistake new-tape-zero: the same
+QUICK_RUN = ("run", RETAIN, "--fault", "no-zero", "--passes", "3")
+QUICK_EXEC = ("exec", LOOP, "--mistake", "new-tape-zero")
+PASS_FAIL_COMMANDS = {"run", "blame", "exec", "ci", "selftest"}
+
+
+def _junit(text: str):
+    """The XML, validated against the common JUnit schema; its root."""
+    import xml.etree.ElementTree as ET
+
+    xmlschema.XMLSchema(str(JUNIT_SCHEMA)).validate(text)
+    return ET.fromstring(text)
+
+
+def _one_error_line(proc) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("gradcheck: ")]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["explain", "list", "doctor", "sweep"])
+def test_junit_where_results_are_not_a_suite_is_a_usage_error_naming_the_formats(command):
+    args = {"sweep": ["sweep", "cartpole", "--set", "steps=3,4"]}.get(command, [command])
+    proc = cli(*args, "--format", "junit", timeout=60)
+    assert proc.returncode == ExitCode.USAGE
+    assert _one_error_line(proc) == f"gradcheck: error: gradcheck {command} has no --format junit; use table or json"
+    assert proc.stdout == ""  # nothing ran, nothing printed
+
+
+@pytest.mark.parametrize("command", ["explain", "list"])
+def test_table_and_json_for_the_commands_that_print_no_gradient_report(command):
+    table = cli(command)
+    assert table.returncode == ExitCode.OK and table.stdout.strip(), table.stderr
+    proc, data = cli_json(command)
+    assert proc.returncode == ExitCode.OK
+    names = [c["name"] for c in data["checks"]] if command == "explain" else [s["name"] for s in data]
+    assert names and all(name in table.stdout for name in names)
+
+
+def test_explain_one_check_in_json_carries_its_full_text():
+    proc, data = cli_json("explain", "accumulation")
+    (check,) = data["checks"]
+    assert check["name"] == "accumulation" and "tape.zero()" in check["explain"]
+
+
+def test_run_and_exec_as_junit_name_the_failing_check():
+    for args in (QUICK_RUN, QUICK_EXEC):
+        proc = cli(*args[:1], "--format", "junit", *args[1:])
+        assert proc.returncode == ExitCode.FINDINGS, proc.stderr
+        xml = proc.stdout[proc.stdout.index("<?xml") :]  # exec: after the program's own output
+        root = _junit(xml)
+        failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
+        assert failed == ["accumulation"], xml
+        assert int(root.get("tests")) == len(list(root.iter("testcase")))
+
+
+def test_ci_prints_junit_as_its_format_too(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.gradcheck]\npasses = 3\nscenarios = ["{RETAIN}"]\n')
+    proc = cli("ci", "--format", "junit", cwd=tmp_path, timeout=300)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    root = _junit(proc.stdout)
+    assert root.get("failures") == "0" and int(root.get("tests")) > 0
+
+
+def test_selftest_renders_as_a_suite():
+    """The selftest document in each format (the full matrix runs in the slow lane's selftest tests)."""
+    from gradcheck.formats import OutputFormat, render
+    from gradcheck.model.documents import SelftestDoc, SelftestRow
+
+    rows = (
+        SelftestRow("cartpole --fault no-zero", ("accumulation",), ("accumulation", "zero-audit"), "ok"),
+        SelftestRow("cartpole", (), ("fd-mismatch",), "FALSE POSITIVE"),
+        SelftestRow("cloth", (), (), "skipped", "Newton needs warp-lang >= 1.17"),
+    )
+    doc = SelftestDoc(rows, "cpu")
+    root = _junit(render(doc, OutputFormat.junit))
+    assert (root.get("tests"), root.get("failures")) == ("3", "1")
+    assert root.find(".//testcase[@name='cloth']/skipped") is not None
+    assert json.loads(render(doc, OutputFormat.json))["exit_code"] == ExitCode.FINDINGS
+    assert "1 passed, 1 failed, 1 skipped" in render(doc, OutputFormat.table)
+
+
+USAGE_ERRORS = {
+    "run": ["run", "nosuch-scenario"],
+    "blame": ["blame", "nosuch-scenario"],
+    "exec": ["exec", "nosuch.py"],
+    "sweep": ["sweep", "nosuch-scenario", "--set", "steps=3,4"],
+    "explain": ["explain", "nosuch"],
+    "list": ["list", "--output", "."],
+    "doctor": ["doctor", "--cuda-arch", "abc"],
+    "selftest": ["selftest", "--device", "cuda:99"],
+    "ci": ["ci", "--shard", "3/2"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(USAGE_ERRORS))
+def test_a_usage_error_is_one_line_and_one_json_document_in_every_command(command):
+    name, *rest = USAGE_ERRORS[command]
+    proc = cli(name, "--format", "json", *rest, timeout=120)  # before exec's program: the rest is the program's
+    assert proc.returncode == ExitCode.USAGE
+    line = _one_error_line(proc)
+    data = json.loads(proc.stdout)
+    assert data["error"] and data["error"] in line
+
+
+@pytest.mark.parametrize("command", sorted(PASS_FAIL_COMMANDS - {"selftest", "ci"}))
+def test_a_usage_error_under_junit_is_one_errored_suite(command):
+    name, *rest = USAGE_ERRORS[command]
+    proc = cli(name, "--format", "junit", *rest, timeout=120)
+    assert proc.returncode == ExitCode.USAGE
+    root = _junit(proc.stdout)
+    assert root.get("errors") == "1"
+
+
+WRITE_FAILS = {
+    "explain": ["explain"],
+    "list": ["list"],
+    "run": list(QUICK_RUN),
+    "exec": list(QUICK_EXEC[:1]) + ["--output", "/dev/full"] + list(QUICK_EXEC[1:]),
+}
+
+
+@pytest.mark.parametrize("command", sorted(WRITE_FAILS))
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(command):
+    args = WRITE_FAILS[command] + ([] if command == "exec" else ["--output", "/dev/full"])
+    proc = cli(*args, timeout=120)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    assert "cannot write --output '/dev/full'" in _one_error_line(proc)
+
+
+@pytest.mark.parametrize("command", ["explain", "run"])
+def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_2(command):
+    args = {"explain": ["explain"], "run": list(QUICK_RUN)}[command]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradcheck", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    assert proc.returncode == ExitCode.USAGE
+    assert "cannot write the report to stdout" in _one_error_line(proc)
+
+
+def test_doctor_writes_its_output_file(tmp_path):
+    target = tmp_path / "doctor.json"
+    proc = cli("doctor", "--cuda-arch", "80", "--format", "json", "--output", str(target), timeout=300)
+    assert proc.returncode in (ExitCode.OK, ExitCode.FINDINGS), proc.stderr
+    assert proc.stdout == ""
+    data = json.loads(target.read_text())
+    assert [row["arch"] for row in data["cuda_compile"]] == [80]
