@@ -18,12 +18,6 @@ from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
 
 
-def fail(exc: UsageError) -> typer.Exit:
-    """Print ``gradcheck: error: …`` and return the Exit to raise (exit 2)."""
-    error_line(str(exc))
-    return typer.Exit(int(ExitCode.USAGE))
-
-
 def error_line(message: str) -> None:
     typer.echo(f"gradcheck: error: {message}", err=True)
 

@@ -59,6 +59,7 @@ def usage_document(command: str, message: str, fail_on=None, source: str | None 
         "selftest": documents.SelftestDoc,
         "doctor": documents.DoctorDoc,
         "list": documents.ScenarioListDoc,
+        "new": documents.NewDoc,
     }
     return by_kind[kind](error=message)
 

@@ -40,6 +40,7 @@ RENDERERS = {
     "doctor": {OutputFormat.table: command_tables.doctor, OutputFormat.json: json_format.render},
     "list": {OutputFormat.table: command_tables.scenario_list, OutputFormat.json: json_format.render},
     "sweep": {OutputFormat.table: command_tables.sweep, OutputFormat.json: json_format.render},
+    "new": {OutputFormat.table: command_tables.new, OutputFormat.json: json_format.render},
 }
 KIND_OF_COMMAND = {"run": "report", "blame": "report", "exec": "report"}
 

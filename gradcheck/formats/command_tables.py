@@ -111,6 +111,12 @@ def sweep(doc, *, color: bool = False, width: int = 100, verbose: bool = False) 
     return _printed([table], color, width) + (f"error: {doc.error}\n" if doc.error else "")
 
 
+def new(doc, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
+    if doc.error is not None:
+        return ""  # a usage error: the one stderr line says it
+    return f"wrote {doc.path}; run it with: {doc.run}\n"
+
+
 def ci(doc, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
     """One line per configured scenario, then the totals."""
     report = doc.report

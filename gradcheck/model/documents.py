@@ -151,6 +151,22 @@ class SweepDoc:
 
 
 @dataclass(frozen=True)
+class NewDoc:
+    """``gradcheck new NAME``: the scenario file it wrote, and how to run it."""
+
+    KIND: ClassVar[str] = "new"
+    path: str | None = None
+    error: str | None = None
+
+    @property
+    def run(self) -> str | None:
+        return f"gradcheck run {self.path.rsplit('/', 1)[-1]}" if self.path else None
+
+    def to_dict(self) -> dict:
+        return {"schema": "gradcheck-new/1", "path": self.path, "run": self.run} | _error(self.error)
+
+
+@dataclass(frozen=True)
 class CiDoc:
     """``gradcheck ci``: the configured scenarios' Report and where the configuration came from."""
 
