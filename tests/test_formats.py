@@ -171,3 +171,16 @@ def test_doctor_writes_its_output_file(tmp_path):
     assert proc.stdout == ""
     data = json.loads(target.read_text())
     assert [row["arch"] for row in data["cuda_compile"]] == [80]
+
+
+def test_a_format_the_parser_rejects_is_named_with_the_commands_own_formats():
+    proc = cli("explain", "--format", "xml")
+    assert proc.returncode == ExitCode.USAGE
+    assert "--format 'xml' is not one gradcheck explain prints; use table or json" in _one_error_line(proc)
+
+
+def test_a_ci_baseline_that_is_a_directory_is_named_as_one(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.gradcheck]\nscenarios = ["{RETAIN}"]\n')
+    proc = cli("ci", "--baseline", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE
+    assert "is a directory; give the baseline's file" in _one_error_line(proc)

@@ -30,8 +30,13 @@ IGNORE = typer.Option(
 
 def format_option(command: str):
     """``--format``, its help naming the formats this command can print."""
+    names = supported_formats(command)
+    return typer.Option(OutputFormat.table, "--format", metavar=f"[{'|'.join(names)}]", help=" or ".join(names))
+
+
+def supported_formats(command: str | None) -> tuple[str, ...]:
     kind = KIND_OF_COMMAND.get(command, command)
-    return typer.Option(OutputFormat.table, "--format", help=" or ".join(f.value for f in RENDERERS[kind]))
+    return tuple(f.value for f in RENDERERS[kind]) if kind in RENDERERS else tuple(f.value for f in OutputFormat)
 
 
 def usage_document(command: str, message: str, fail_on=None, source: str | None = None):
@@ -108,14 +113,21 @@ def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> Non
 def usage_failure(message: str, args: list[str], code: int = int(ExitCode.USAGE)) -> int:
     """A command line the parser rejected: one error line naming the way to help; under ``--format json`` (or
     junit) the command's usage-error document on stdout too. Returns the exit code."""
-    command = next((a for a in args if not a.startswith("-")), None)
+    commands = (set(RENDERERS) | set(KIND_OF_COMMAND)) - {"report"}
+    command = next((a for a in args if a in commands), None)
     where = f"gradcheck {command} --help" if command else "gradcheck --help"
     fmt = _requested_format(args)
     kind = KIND_OF_COMMAND.get(command, command)
+    if "'--format'" in message and fmt not in supported_formats(command):  # Click lists every format there is
+        message = f"--format {fmt!r} is not one gradcheck {command} prints; use {_either(supported_formats(command))}"
     error_line(f"{message.strip().rstrip('.')}; see `{where}`")
-    if kind in RENDERERS and fmt in {f.value for f in RENDERERS[kind]} and fmt != OutputFormat.table.value:
+    if kind in RENDERERS and fmt in supported_formats(command) and fmt != OutputFormat.table.value:
         deliver(usage_document(command, message.strip()), fmt, None)
     return code
+
+
+def _either(names) -> str:
+    return " or ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _requested_format(args: list[str]) -> str | None:
