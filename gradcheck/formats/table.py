@@ -1,19 +1,28 @@
 """Rich tables: per scenario, the params (grouped by family) with a per-pass norm sparkline,
-then the findings, then a one-line summary. Readable at 80 columns."""
+then the findings, then a one-line summary. Readable at 80 columns.
+
+The default view is meant to be read on one screen: findings that share a check and a cause are one row
+(finding_groups), and long params or per-launch tables show their first rows and count the rest. Nothing
+leaves the view uncounted; ``verbose`` lists every finding with its full message and every row."""
 
 from __future__ import annotations
 
 import io
 import math
 
+from gradcheck.formats.finding_groups import FindingGroup, group_findings
 from gradcheck.model.findings import Severity
-from gradcheck.model.paths import group_by_family
+from gradcheck.model.paths import family, group_by_family
 
 BARS = "▁▂▃▄▅▆▇█"
+PARAM_ROWS = 12  # param families the default view lists (the flagged ones first) before counting the rest
+BLAME_ROWS = 8  # kernels of the per-launch adjoint test the default view lists (the wrong ones come first)
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report, *, color: bool = False, width: int = 100) -> str:
+def render(report, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
+    """The report as text. ``verbose``: every finding on its own row with its full message, every param
+    family and every kernel; the default view groups and counts them so a run's report fits one screen."""
     from rich.console import Console
 
     buffer = io.StringIO()
@@ -32,7 +41,7 @@ def render(report, *, color: bool = False, width: int = 100) -> str:
     if report.error:
         console.print(f"[bold red]error:[/] {report.error}")
     for result in report.scenarios:
-        _scenario(console, result)
+        _scenario(console, result, verbose)
     console.print(_summary(report))
     return buffer.getvalue()
 
@@ -53,9 +62,7 @@ def sparkline(values) -> str:
     return "".join(out)
 
 
-def _scenario(console, result) -> None:
-    from rich.table import Table
-
+def _scenario(console, result, verbose: bool) -> None:
     title = result.name + (f" --fault {result.fault}" if result.fault else "")
     options = " ".join(f"{k}={v}" for k, v in result.options.items())
     console.print()
@@ -77,6 +84,19 @@ def _scenario(console, result) -> None:
                 f"--clip-norm {result.clip.max_norm:g}: global gradient norm {_num(before[-1])} → "
                 f"{_num(after[-1])} on the last pass"
             )
+    _params(console, result, verbose)
+    if result.blame is not None:
+        _blame(console, result.blame, verbose)
+    if result.findings:
+        _findings(console, result.findings, verbose)
+    else:
+        console.print("[green]no findings[/]")
+
+
+def _params(console, result, verbose: bool) -> None:
+    """One row per param family; past PARAM_ROWS families (default view), the flagged ones and the first
+    others, in report order, then how many more and how many of those are flagged."""
+    from rich.table import Table
 
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)
@@ -87,50 +107,90 @@ def _scenario(console, result) -> None:
     if result.clip:
         params.add_column("clipped", justify="right", no_wrap=True)
     params.add_column("verdict", overflow="fold", ratio=1)
-    for fam, members in group_by_family(result.params, key=lambda p: p.subject).items():
-        label = members[0].subject if len(members) == 1 else f"{fam} ×{len(members)}"
-        norms = _family_norms(members)
-        ratio = norms[-1] / norms[0] if norms and norms[0] and math.isfinite(norms[0]) else math.nan
-        verdicts = sorted({v for m in members for v in m.verdict.split(", ") if v != "ok"})
-        verdict = ", ".join(verdicts) if verdicts else "ok"
-        style = "red" if verdicts else "green"
-        cells = [
-            label,
-            _num(norms[0] if norms else math.nan),
-            _num(norms[-1] if norms else math.nan),
-            _num(ratio, ratio=True),
-            sparkline(norms),
-        ]
-        if result.clip:
-            clipped = [m.clipped_norms[-1] if m.clipped_norms else None for m in members]
-            known = [c for c in clipped if c is not None]
-            cells.append(_num(math.sqrt(sum(c * c for c in known)) if known else math.nan))
-        params.add_row(*cells, f"[{style}]{verdict}[/]")
+    families = [
+        (members, _verdicts(members)) for members in group_by_family(result.params, key=lambda p: p.subject).values()
+    ]
+    shown = families if verbose else _first_rows(families, PARAM_ROWS)
+    for members, verdicts in shown:
+        params.add_row(*_param_cells(members, verdicts, result.clip))
     console.print(params)
-    if result.blame is not None:
-        _blame(console, result.blame)
+    if len(shown) < len(families):
+        flagged = sum(1 for _m, v in families if v) - sum(1 for _m, v in shown if v)
+        console.print(f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)")
 
-    if result.findings:
-        findings = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", show_lines=False)
-        findings.add_column("severity", no_wrap=True)
-        findings.add_column("check", no_wrap=True)
-        findings.add_column("subject · message · fix", overflow="fold")
-        for f in result.findings:
-            style = _SEVERITY_STYLE[f.severity]
-            findings.add_row(
-                f"[{style}]{f.severity.label}[/]",
-                f.check,
-                f"[bold]{_escape(f.subject)}[/]\n{_escape(f.message)}\n[dim]fix: {_escape(f.hint)} "
-                f"(gradcheck explain {f.check})[/]",
-            )
-        console.print()
-        console.print(findings)
+
+def _verdicts(members) -> list[str]:
+    return sorted({v for m in members for v in m.verdict.split(", ") if v != "ok"})
+
+
+def _first_rows(families, limit: int):
+    """Up to ``limit`` families in report order, the flagged ones chosen before the ok ones."""
+    if len(families) <= limit:
+        return families
+    ranked = sorted(range(len(families)), key=lambda i: (not families[i][1], i))[:limit]
+    return [families[i] for i in sorted(ranked)]
+
+
+def _param_cells(members, verdicts, clip) -> list[str]:
+    label = members[0].subject if len(members) == 1 else f"{family(members[0].subject)} ×{len(members)}"
+    norms = _family_norms(members)
+    ratio = norms[-1] / norms[0] if norms and norms[0] and math.isfinite(norms[0]) else math.nan
+    verdict = ", ".join(verdicts) if verdicts else "ok"
+    style = "red" if verdicts else "green"
+    cells = [
+        label,
+        _num(norms[0] if norms else math.nan),
+        _num(norms[-1] if norms else math.nan),
+        _num(ratio, ratio=True),
+        sparkline(norms),
+    ]
+    if clip:
+        clipped = [m.clipped_norms[-1] if m.clipped_norms else None for m in members]
+        known = [c for c in clipped if c is not None]
+        cells.append(_num(math.sqrt(sum(c * c for c in known)) if known else math.nan))
+    return [*cells, f"[{style}]{verdict}[/]"]
+
+
+def _findings(console, findings, verbose: bool) -> None:
+    """Default view: one row per check and cause (finding_groups); verbose: one row per finding."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", show_lines=False)
+    table.add_column("severity", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("subject · message · fix", overflow="fold")
+    if verbose:
+        rows = [(f.severity, f.check, _finding_cell(f)) for f in findings]
     else:
-        console.print("[green]no findings[/]")
+        rows = [(g.severity, g.check, _group_cell(g)) for g in group_findings(findings)]
+    for severity, check, cell in rows:
+        table.add_row(f"[{_SEVERITY_STYLE[severity]}]{severity.label}[/]", check, cell)
+    console.print()
+    console.print(table)
 
 
-def _blame(console, blame) -> None:
-    """One row per kernel of the per-launch adjoint test, the wrong ones first."""
+def _finding_cell(f) -> str:
+    return f"[bold]{_escape(f.subject)}[/]\n{_escape(f.message)}\n" + _fix(f.hint, f.check)
+
+
+def _group_cell(group: FindingGroup) -> str:
+    """One finding: as in verbose. Several: how many, the subjects with their numbers worst first (the
+    first few, then how many more), and the fix once."""
+    if len(group.members) == 1:
+        return _finding_cell(group.worst)
+    shown, more = group.shown()
+    names = ", ".join(_escape(m.compact()) for m in shown) + (f", +{more} more" if more else "")
+    order = ", worst first" if group.members[0].measure else ""
+    return f"[bold]{len(group.members)} findings[/]{order}: {names}\n" + _fix(group.fix, group.check)
+
+
+def _fix(hint: str, check: str) -> str:
+    return f"[dim]fix: {_escape(hint)} (gradcheck explain {check})[/]"
+
+
+def _blame(console, blame, verbose: bool) -> None:
+    """One row per kernel of the per-launch adjoint test, the wrong ones first; past BLAME_ROWS kernels
+    (default view), how many more and how many of those have wrong launches."""
     from rich.table import Table
 
     console.print()
@@ -150,19 +210,28 @@ def _blame(console, blame) -> None:
     table.add_column("wrong", justify="right", no_wrap=True)
     table.add_column("worst rel", justify="right", no_wrap=True)
     table.add_column("other", overflow="fold", ratio=2)
-    for k in blame.kernels:
-        wrong = k.statuses.get("mismatch", 0) + k.statuses.get("assigns", 0) + k.statuses.get("no-backward", 0)
+    shown = blame.kernels if verbose else blame.kernels[:BLAME_ROWS]
+    for k in shown:
+        wrong = _wrong(k)
         other = ", ".join(f"{n} {s}" for s, n in sorted(k.statuses.items()) if s not in ("ok", "mismatch", "assigns"))
         where = k.where.rsplit("/", 1)[-1] if k.where else "?"
         style = "red" if wrong else "green"
         table.add_row(k.kernel, where, str(k.launches), f"[{style}]{wrong}[/]", f"{k.worst_rel_error:.2g}", other)
     console.print(table)
+    hidden = blame.kernels[len(shown) :]
+    if hidden:
+        wrong = sum(1 for k in hidden if _wrong(k))
+        console.print(f"+{len(hidden)} more kernel(s), {wrong} with wrong launches (--verbose lists them)")
     reasons = blame.not_checked
     if reasons:
         console.print(
             f"not checked: {sum(reasons.values())} launches — "
             + "; ".join(f"{n} {_escape(reason)}" for reason, n in reasons.items())
         )
+
+
+def _wrong(kernel) -> int:
+    return sum(kernel.statuses.get(s, 0) for s in ("mismatch", "assigns", "no-backward"))
 
 
 def _summary(report) -> str:
@@ -176,6 +245,9 @@ def _summary(report) -> str:
     parts += [f"{counts[s]} {s.label}(s)" for s in sorted(Severity, reverse=True)]
     if errors:
         parts.append(f"{errors} failed to run")
+    ignored = getattr(report, "ignored", ())  # findings a suppression left out of the scenarios, when there is one
+    if ignored:
+        parts.append(f"{len(ignored)} ignored")
     return "\n" + ", ".join(parts) + f" — exit {int(report.exit_code)} (fail-on {report.fail_on.label})"
 
 
