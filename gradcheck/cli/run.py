@@ -73,7 +73,7 @@ def run(
     from gradcheck.engine import pipeline
     from gradcheck.model.options import CheckOptions, FDOptions, RunOptions, parse_settings
 
-    pictures: list = []  # --graph: what the drivers kept, (scenario name, Dataflow | None)
+    pictures: list = []  # --graph: the drivers' (scenario name, Dataflow | None)
     try:  # every gradcheck option checked before any scenario code runs
         check_supported("run", fmt)
         rules = suppressions(select, ignore)
@@ -101,6 +101,13 @@ def run(
     except UsageError as exc:
         raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
     report = judged(report, rules)
+    _say_errors(report, debug)
+    deliver(report, fmt, output, verbose=verbose)
+    raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))
+
+
+def _say_errors(report, debug: bool) -> None:
+    """Each scenario that could not run, and a run-level error, as one stderr line (its traceback with --debug)."""
     for result in report.scenarios:
         if result.error:
             error_line(result.error)
@@ -108,8 +115,6 @@ def run(
                 typer.echo(result.traceback, err=True)
     if report.error:
         error_line(report.error)
-    deliver(report, fmt, output, verbose=verbose)
-    raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))
 
 
 def _drawn(graph: Path | None, pictures, report, timeout: float | None) -> ExitCode:
