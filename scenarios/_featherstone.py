@@ -7,6 +7,7 @@ the gradient match finite differences.
 """
 
 SCRATCH = ("M", "J", "P", "H", "L")
+SCRATCH_CHOICES = ("shared", "per-step")  # the scenarios' --set scratch=...: one set for every step, or one per step
 NEWTON_NEEDS_WARP = "1.17"
 
 

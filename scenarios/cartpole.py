@@ -18,7 +18,8 @@ import math
 
 import warp as wp
 
-from gradcheck.scenarios._featherstone import import_newton, per_step_scratch, use_scratch
+from gradcheck.scenarios._featherstone import SCRATCH_CHOICES, import_newton, per_step_scratch, use_scratch
+from gradcheck.scenarios._options import choice, whole
 
 DT = 1.0 / 600.0
 
@@ -45,15 +46,11 @@ class CartPole:
     }
 
     def setup(self, device, fault=None, steps="100", scratch="shared"):
+        self.steps = whole("steps", steps)  # the --set values first: a wrong one is the user's, before any work
+        self.scratch = choice("scratch", scratch, SCRATCH_CHOICES)
         newton = import_newton(self.name)  # heavy: imported only when the scenario runs
 
         self.fault = fault
-        self.steps = int(steps)
-        if self.steps < 1:
-            raise ValueError(f"steps must be a positive integer, got {steps!r}")
-        if scratch not in ("shared", "per-step"):
-            raise ValueError(f"scratch must be 'shared' or 'per-step', got {scratch!r}")
-        self.scratch = scratch
 
         builder = newton.ModelBuilder()
         cart = builder.add_link(

@@ -14,7 +14,8 @@ import os
 
 import warp as wp
 
-from gradcheck.scenarios._featherstone import import_newton, per_step_scratch, use_scratch
+from gradcheck.scenarios._featherstone import SCRATCH_CHOICES, import_newton, per_step_scratch, use_scratch
+from gradcheck.scenarios._options import choice, whole
 
 DT = 1.0 / 600.0
 
@@ -36,10 +37,11 @@ class DoublePendulum:
     faults = {}
 
     def setup(self, device, fault=None, steps="200", scratch="per-step"):
+        self.steps = whole("steps", steps)  # the --set values first: a wrong one is the user's, before any work
+        choice("scratch", scratch, SCRATCH_CHOICES)
         newton = import_newton(self.name)
         from newton.examples import get_asset_directory
 
-        self.steps = int(steps)
         builder = newton.ModelBuilder()
         builder.add_urdf(
             os.path.join(get_asset_directory(), "cartpole.urdf"),
@@ -50,8 +52,6 @@ class DoublePendulum:
         builder.joint_qd[-3:] = [0.0, 0.0, 0.0]
         self.model = builder.finalize(device, requires_grad=True)
         self.solver = newton.solvers.SolverFeatherstone(self.model)
-        if scratch not in ("shared", "per-step"):
-            raise ValueError(f"scratch must be 'shared' or 'per-step', got {scratch!r}")
         self.scratch_sets = per_step_scratch(self.solver, self.steps) if scratch == "per-step" else []
         self.states = [self.model.state() for _ in range(self.steps + 1)]
         self.controls = [self.model.control() for _ in range(self.steps)]

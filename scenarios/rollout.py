@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import warp as wp
 
+from gradcheck.scenarios._options import positive, whole
+
 N = 4
 
 
@@ -45,7 +47,7 @@ class Rollout:
 
     def setup(self, device, fault=None, steps="4", dt="0.1"):
         self.fault = fault
-        self.steps, self.dt = int(steps), float(dt)
+        self.steps, self.dt = whole("steps", steps), positive("dt", dt)
         self.theta = wp.array([0.5 + 0.25 * i for i in range(N)], dtype=float, device=device, requires_grad=True)
         x0 = [1.0 - 0.1 * i for i in range(N)]
         self.states = [wp.array(x0, dtype=float, device=device, requires_grad=True)]

@@ -21,15 +21,38 @@ DEFAULT_ARCHS = (80, 90)
 
 
 def parse_archs(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return DEFAULT_ARCHS
-    try:
-        archs = tuple(int(a.strip().removeprefix("sm_")) for a in text.split(",") if a.strip())
-    except ValueError:
-        raise UsageError(f"--cuda-arch {text!r} must be numbers such as 80,90") from None
-    if not archs or any(a < 50 or a > 200 for a in archs):
-        raise UsageError(f"--cuda-arch {text!r} must be compute capabilities such as 80,90")
+    """``--cuda-arch``, checked before anything runs: numbers, each one this Warp's NVRTC compiles for. Warp is
+    initialised here (its kernel cache checked, ``environment.ready_warp``), so every usage error comes first."""
+    archs = DEFAULT_ARCHS
+    if text:
+        try:
+            archs = tuple(int(a.strip().removeprefix("sm_")) for a in text.split(",") if a.strip())
+        except ValueError:
+            raise UsageError(f"--cuda-arch {text!r} must be numbers such as 80,90") from None
+        if not archs or any(a < 50 or a > 200 for a in archs):
+            raise UsageError(f"--cuda-arch {text!r} must be compute capabilities such as 80,90")
+    unsupported(archs)
     return archs
+
+
+def unsupported(archs) -> None:
+    """A UsageError naming the archs NVRTC cannot compile for, and those it can. Quiet where Warp cannot say
+    (no ``wp.get_cuda_supported_archs`` before Warp 1.10, or no NVRTC here): the compile rows then say what fails."""
+    from gradcheck.engine.environment import ready_warp
+
+    wp = ready_warp()
+    supported_archs = getattr(wp, "get_cuda_supported_archs", None)
+    try:
+        supported = sorted(int(a) for a in supported_archs()) if supported_archs is not None else []
+    except Exception:  # noqa: BLE001 - the check is a courtesy; the compile rows are the evidence
+        supported = []
+    wrong = [a for a in archs if supported and a not in supported]
+    if wrong:
+        named = ", ".join(f"sm_{a}" for a in wrong)
+        raise UsageError(
+            f"--cuda-arch: Warp {wp.__version__}'s NVRTC cannot compile for {named}; "
+            f"it supports {','.join(str(a) for a in supported)}"
+        )
 
 
 def gradcheck_kernels() -> list:

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from gradcheck.model.errors import ScenarioError
+from gradcheck.model.errors import ScenarioError, UsageError
 
 STARTUP_LIMIT_S = 300.0  # importing Warp in a fresh process; generous for a cold cache on a slow CI runner
 
@@ -46,6 +46,24 @@ class Isolated:
             self._worker.stop()
             self._worker = None
 
+    def check(self, requests) -> None:
+        """scenario_run.preflight in a worker (loading a scenario runs its module's code, which may hang or crash):
+        its usage error is raised here. A worker that dies or outlives ``timeout`` checks nothing: each scenario's
+        own run then reports what is wrong with it. For ``fresh_process`` the worker goes; else it runs them."""
+        if not requests:
+            return
+        if self._worker is None:
+            self._worker = _Worker()
+        message = self._worker.check(list(requests), self.timeout)
+        if message is None:
+            self._worker.stop()
+        elif self.fresh_process:
+            self._worker.close()
+        if message is None or self.fresh_process:
+            self._worker = None
+        if message and message[0] == "usage":
+            raise UsageError(message[1])
+
     def run_one(self, spec: str, options, device: str, progress=None):
         if self._worker is None:
             self._worker = _Worker()
@@ -73,16 +91,30 @@ class _Worker:
         self.versions: dict[str, str] = {}
         self.last_pass: tuple[str, int, int] | None = None  # the latest progress message of the running scenario
 
+    def _start(self, timeout: float) -> str | None:
+        """None once the worker is ready, else why it is not."""
+        if not self.ready:
+            message = self._receive(time.monotonic() + max(timeout, STARTUP_LIMIT_S), None)
+            if message is None or message[0] != "ready":
+                return "did not start in time" if message is None else self._death()
+            self.ready = True
+        return None
+
+    def check(self, requests: list, timeout: float):
+        """("checked", None) or ("usage", message) from the worker's preflight; None when it did not answer."""
+        if self._start(timeout) is not None:
+            return None
+        self.connection.send(("check", requests))
+        message = self._receive(time.monotonic() + timeout, None)
+        return message if message is not None and message[0] in ("checked", "usage") else None
+
     def run(self, spec: str, options, device: str, progress, timeout: float):
         """(ScenarioResult, worker still usable)."""
-        if not self.ready:
-            message = self._receive(time.monotonic() + max(timeout, STARTUP_LIMIT_S), progress)
-            if message is None or message[0] != "ready":
-                why = "did not start in time" if message is None else self._death()
-                return _failure(spec, options, device, f"{spec}: the worker process {why}", 0.0), False
-            self.ready = True
+        why = self._start(timeout)
+        if why is not None:
+            return _failure(spec, options, device, f"{spec}: the worker process {why}", 0.0), False
         started = time.monotonic()
-        self.connection.send((spec, options, device))
+        self.connection.send(("run", spec, options, device))
         self.last_pass = None
         message = self._receive(started + timeout, progress)
         seconds = time.monotonic() - started
@@ -163,7 +195,8 @@ def _kill_group(process) -> None:
 
 
 def _serve(connection) -> None:
-    """The worker: import Warp once, then run each (spec, options, device) it is sent."""
+    """The worker: import Warp once, then answer each ("check", requests) and ("run", spec, options, device) it is
+    sent."""
     # its own process group: the parent ends the whole group on timeout, Ctrl-C and SIGTERM; the terminal's
     # Ctrl-C reaches the parent only, which reports what finished before stopping the worker
     try:
@@ -173,7 +206,7 @@ def _serve(connection) -> None:
     os.dup2(2, 1)  # whatever scenarios print goes to stderr; results travel over the pipe
     import sys
 
-    from gradcheck.engine.scenario_run import run_one
+    from gradcheck.engine.scenario_run import preflight, run_one
     from gradcheck.probes.warp_compat import load_warp
 
     load_warp()  # import and initialise Warp before the first timed scenario
@@ -182,7 +215,15 @@ def _serve(connection) -> None:
         job = connection.recv()
         if job is None:
             return
-        spec, options, device = job
+        if job[0] == "check":
+            try:
+                preflight(job[1])
+            except UsageError as exc:
+                connection.send(("usage", str(exc)))
+            else:
+                connection.send(("checked", None))
+            continue
+        _, spec, options, device = job
 
         def report(name: str, index: int, passes: int) -> None:
             connection.send(("progress", name, index, passes))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from gradcheck.engine import interrupts
 from gradcheck.engine.runner import Progress
-from gradcheck.engine.scenario_run import run_one
+from gradcheck.engine.scenario_run import preflight, run_one
 from gradcheck.model.options import RunOptions
 from gradcheck.model.report import Report, ScenarioResult
 
@@ -24,6 +24,7 @@ class Job:
     spec: str
     options: RunOptions
     label: str | None = None  # how the report names the job (ci: the config entry); None: the scenario's name
+    where: str | None = None  # what a usage error in the job is prefixed with (ci: the config entry and its index)
 
 
 def run(
@@ -58,6 +59,11 @@ def run_jobs(
     results = []
     stopped: tuple[str, object] | None = None  # (why, exit code) when a stop request ended the run early
     with interrupts.watch(), _executor(options, fresh_process) as executor:
+        try:  # every spec, fault and --set key checked before any scenario's setup() runs
+            executor.check([(job.spec, job.options.fault, job.options.settings, job.where) for job in jobs])
+        except interrupts.Interrupted as exc:
+            executor.abort()
+            stopped, jobs = (f"interrupted by {exc.what} while checking the scenarios; none ran", exc.exit_code), ()
         for job in jobs:
             try:
                 result = executor.run_one(job.spec, job.options, device, progress)
@@ -88,11 +94,15 @@ class _InProcess:
     def abort(self) -> None:
         """Nothing to stop: the interrupted scenario ran in this process and has already unwound."""
 
+    def check(self, requests) -> None:
+        """scenario_run.preflight, here: the scenarios are loaded in this process anyway."""
+        preflight(requests)
+
     def run_one(self, spec, options: RunOptions, device: str, progress: Progress | None = None):
         return run_one(spec, options, device, progress)
 
 
-def _executor(options: RunOptions, fresh_process: bool):  # _InProcess or Isolated: the same three members
+def _executor(options: RunOptions, fresh_process: bool):  # _InProcess or Isolated: the same four members
     if options.timeout is None:
         return _InProcess()
     from gradcheck.engine.isolation import Isolated

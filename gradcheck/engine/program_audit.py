@@ -83,6 +83,7 @@ def audit_program(
     error = code = None
     if not run.stopped and run.interrupted is None and run.status != 0:
         error = f"{run.target}: the program exited with status {run.status}" + (f": {run.error}" if run.error else "")
+        error += _cache_hint()
         code = ExitCode.SCENARIO_ERROR
     fields = dict(spec=name, name=name, error=error, error_code=code, traceback=run.traceback, seconds=run.seconds)
     if audit.observer is None and audit.torch is not None and hook.failed is None:
@@ -355,3 +356,20 @@ def _device() -> str | None:
         return str(warp.get_device())
     except Exception:  # noqa: BLE001 - the report says "?" rather than fail
         return None
+
+
+def _cache_hint() -> str:
+    """For a program that failed after importing Warp: '; ' and why Warp cannot use its kernel cache (a
+    WARP_CACHE_PATH it cannot create or write to), when that is so. The failure stays the program's own (exit 3):
+    gradcheck never initialises Warp around a program, so the program met it first, as it would under python."""
+    import sys
+
+    if "warp" not in sys.modules:
+        return ""
+    from gradcheck.engine.environment import kernel_cache_problem
+
+    try:
+        problem = kernel_cache_problem()
+    except Exception:  # noqa: BLE001 - a hint, never a second failure
+        return ""
+    return f"; {problem}" if problem else ""

@@ -7,6 +7,21 @@ import sys
 from pathlib import Path
 
 from gradcheck.engine.hosting import program_path0
+from gradcheck.model.errors import UsageError
+
+
+def check_script(target: str) -> None:
+    """``gradcheck exec TARGET``'s script, before anything runs: a file, or a folder python can run (one with
+    ``__main__.py``); a directory without one is named as a directory."""
+    path = Path(target)
+    if path.is_file() or (path / "__main__.py").is_file():
+        return
+    if path.is_dir():
+        raise UsageError(
+            f"{target!r} is a directory without __main__.py; give a .py file (or a folder with __main__.py), "
+            "or -m module"
+        )
+    raise UsageError(f"no such script {target!r}; give a .py file (or a folder with __main__.py), or -m module")
 
 
 def program_inputs(target: str, module: bool) -> list[Path]:

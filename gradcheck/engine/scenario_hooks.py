@@ -50,16 +50,21 @@ def _on_pass() -> str:
 
 
 def setup(scenario, name: str, device: str, fault, options: dict) -> None:
-    """setup() with the --set options. A ValueError from setup() when options were given is the option's
-    fault, not the scenario's (``steps=abc``, ``steps=-3``): a usage error (exit 2) naming the options."""
+    """setup() with the --set options. A ValueError or TypeError from setup() when options were given is the
+    options' fault, not the scenario's (``steps=abc``, ``steps=-3``): a usage error (exit 2) naming the options and
+    the scenario's own message. Without options it is the scenario's bug (exit 3)."""
     try:
         call(name, "setup", scenario.setup, device, fault=fault, **options)
     except ScenarioError as exc:
         cause = exc.__cause__
-        if options and isinstance(cause, ValueError):
+        if options and isinstance(cause, (ValueError, TypeError)):
             given = " ".join(f"--set {k}={v}" for k, v in options.items())
-            raise UsageError(f"{name}: setup() rejected {given}: {cause}; give a valid value") from cause
+            raise UsageError(f"{name}: setup() rejected {given}: {_one_line(cause)}") from cause
         raise
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def params_of(scenario, name: str) -> dict:

@@ -8,40 +8,67 @@ from __future__ import annotations
 
 import time
 import traceback as tb
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from gradcheck.engine import verdict
 from gradcheck.engine.interrupts import Interrupted, ending
 from gradcheck.engine.runner import Progress
-from gradcheck.model.errors import GradcheckError, ScenarioError
+from gradcheck.model.errors import GradcheckError, ScenarioError, UsageError
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import RunOptions
 from gradcheck.model.report import ScenarioResult
 from gradcheck.model.trace import Trace
 
 
+def prepare(spec, fault: str | None, settings: Mapping[str, str]):
+    """(scenario instance, name) of a spec string (``loader.checked``, the one resolver) or of a scenario object
+    (instance, class or factory, for the Python API), its fault and --set keys checked."""
+    from gradcheck.scenario import contract, loader
+
+    if isinstance(spec, str):
+        return loader.checked(spec, fault, settings)
+    scenario = contract.instantiate(spec, where=_label(spec))
+    name = str(getattr(scenario, "name", None) or _label(spec))
+    contract.check_fault(scenario, name, fault)
+    contract.check_options(scenario, name, dict(settings))
+    return scenario, name
+
+
+def preflight(requests: Iterable[tuple[object, str | None, Mapping[str, str], str | None]]) -> None:
+    """Every (spec, fault, settings, where) resolved, loaded and checked before any scenario's setup() runs: the
+    first usage error is raised, prefixed by its ``where`` (ci: the config entry). A scenario that cannot be loaded
+    is not a usage error: it is left to run_one, which reports it beside the others."""
+    for spec, fault, settings, where in requests:
+        try:
+            prepare(spec, fault, settings)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}" if where else str(exc)) from None
+        except Interrupted:
+            raise
+        except (Exception, SystemExit, KeyboardInterrupt):  # noqa: BLE001 - run_one reports it as the scenario's
+            continue
+
+
+def _label(spec) -> str:
+    """What to call a scenario before it is loaded."""
+    from gradcheck.scenario import loader
+
+    if isinstance(spec, str):
+        return loader.label(spec)
+    return str(getattr(spec, "name", None) or getattr(spec, "__name__", None) or type(spec).__name__)
+
+
 def run_one(spec, options: RunOptions, device: str, progress: Progress | None = None) -> ScenarioResult:
     """``spec``: a spec string, or a scenario object (instance, class or factory) for the Python API."""
     from gradcheck.engine.runner import PassFailed, run_passes
-    from gradcheck.scenario import contract, loader
-    from gradcheck.scenario.resolve import resolve
 
     started = time.perf_counter()
-    name = (
-        spec if isinstance(spec, str) else getattr(spec, "name", None) or getattr(spec, "__name__", type(spec).__name__)
-    )
+    name = _label(spec)
     try:
-        if isinstance(spec, str):
-            ref = resolve(spec)
-            name = ref.label
-            scenario = loader.load(ref)
-            name = loader.scenario_name(scenario, ref)
-        else:
-            scenario = contract.instantiate(spec, where=str(name))
-            name = str(getattr(scenario, "name", None) or name)
+        scenario, name = prepare(spec, options.fault, options.settings)
+        if not isinstance(spec, str):
             spec = name
-        contract.check_fault(scenario, name, options.fault)
-        contract.check_options(scenario, name, dict(options.settings))
         trace = run_passes(
             scenario,
             name=name,

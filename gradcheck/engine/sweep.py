@@ -51,16 +51,17 @@ def run_sweep(spec: str, settings: dict[str, str], device: str | None, fault: st
     """(option, rows, device, Interrupted or None): one row per value, in order; on Ctrl-C the rows so far."""
     from gradcheck.engine.environment import check_device, default_device
     from gradcheck.engine.interrupts import Interrupted, watch
+    from gradcheck.engine.scenario_run import preflight
     from gradcheck.model.options import FDOptions
-    from gradcheck.scenario.resolve import resolve
 
     key, values, fixed = split_sweep(settings)
-    resolve(spec)  # an unknown scenario is one usage error, not one failed row per value
     fd = FDOptions(auto_elements=False)
     device = check_device(device) if device else default_device()
     rows: list[SweepRow] = []
     try:
         with watch():
+            # an unknown scenario, fault or option: one usage error before any value runs, not one failed row each
+            preflight([(spec, fault, {**fixed, key: values[0] if values else ""}, None)])
             for value in values:
                 rows.append(_row(spec, {**fixed, key: value}, value, fault, device, fd, progress))
     except Interrupted as exc:

@@ -11,10 +11,31 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
 
 from gradcheck.model.errors import ScenarioError, UsageError
-from gradcheck.scenario.contract import instantiate
-from gradcheck.scenario.resolve import ScenarioRef
+from gradcheck.scenario.contract import check_fault, check_options, instantiate
+from gradcheck.scenario.resolve import ScenarioRef, resolve
+
+
+def checked(spec: str, fault: str | None = None, settings: Mapping[str, str] | None = None):
+    """The one resolver every command uses: ``spec`` → (the scenario instance, its name), with ``--fault`` and the
+    ``--set`` keys checked against that scenario. Raises UsageError when the command line is wrong (unknown
+    scenario, fault or option; a directory for a file) and ScenarioError when the scenario cannot be loaded."""
+    ref = resolve(spec)
+    scenario = load(ref)
+    name = scenario_name(scenario, ref)
+    check_fault(scenario, name, fault)
+    check_options(scenario, name, dict(settings or {}))
+    return scenario, name
+
+
+def label(spec: str) -> str:
+    """What to call ``spec`` before (or without) loading it: the scenario's label, or the spec itself."""
+    try:
+        return resolve(spec).label
+    except UsageError:
+        return spec
 
 
 def load(ref: ScenarioRef):

@@ -45,6 +45,8 @@ def resolve(spec: str) -> ScenarioRef:
             module, _, attr_name = ep.value.partition(":")
             return ScenarioRef(spec, "entry point", module, attr_name or "scenario", ep.name)
 
+    if Path(path_part).expanduser().is_dir() and not (Path(path_part).expanduser() / "__init__.py").is_file():
+        raise UsageError(_directory(path_part, spec))  # `some_dir` or `some_dir:Name`: no module, no scenario
     if attr is not None:
         return ScenarioRef(spec, "module", path_part, attr, attr)
 
@@ -70,9 +72,22 @@ def _looks_like_path(text: str) -> bool:
 
 def _file_ref(spec: str, path_text: str, attr: str | None) -> ScenarioRef:
     path = Path(path_text).expanduser()
+    if path.is_dir():
+        raise UsageError(_directory(path_text, spec))
     if not path.is_file():
-        what = "is a directory, not a .py file" if path.is_dir() else "does not exist"
-        raise UsageError(f"scenario file {path_text!r} {what}; check the path (relative to {os.getcwd()})")
+        raise UsageError(f"scenario file {path_text!r} does not exist; check the path (relative to {os.getcwd()})")
     if not os.access(path, os.R_OK):
         raise UsageError(f"scenario file {path_text!r} is not readable; check its permissions")
     return ScenarioRef(spec, "file", str(path.resolve()), attr or "scenario", attr or path.stem)
+
+
+def _directory(path_text: str, spec: str) -> str:
+    """The usage error of a directory named where a scenario file belongs, with the .py files it holds."""
+    try:
+        files = sorted(p.name for p in Path(path_text).expanduser().glob("*.py"))
+    except OSError:
+        files = []
+    held = f" (it holds {', '.join(files[:4])}{', …' if len(files) > 4 else ''})" if files else ""
+    where = "" if spec == path_text else f" in scenario {spec!r}"
+    fix = "give a .py file, as DIR/FILE.py or DIR/FILE.py:Name"
+    return f"scenario path {path_text!r}{where} is a directory; {fix}{held}"

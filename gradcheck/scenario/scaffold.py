@@ -30,7 +30,10 @@ class {cls}:
     faults = {{}}  # optional: {{"fault-name": "a known bug this scenario can reproduce"}}
 
     def setup(self, device, fault=None, n="8"):
-        # options arrive as strings from --set key=value
+        # options arrive as strings from --set key=value: check them first; a ValueError naming the option is
+        # reported as a usage error (exit 2), not as a broken scenario
+        if not str(n).isdigit() or int(n) < 1:
+            raise ValueError(f"n must be a whole number of at least 1, got {{n!r}}")
         self.fault = fault
         self.x = wp.array([0.1 * i for i in range(int(n))], dtype=float, device=device, requires_grad=True)
         self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
