@@ -230,11 +230,6 @@ def test_ci_names_a_directory_entry(tmp_path, monkeypatch):
     assert_usage(invoke("ci", "--device", "cpu"), "scenarios[0]", "is a directory; give a .py file")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gradcheck/cli/exec_program.py _checked() still says 'no such script'; it should call "
-    "gradcheck.engine.program_files.check_script(target) for a script target",
-)
 def test_exec_names_a_directory(tmp_path, monkeypatch):
     (tmp_path / "some_dir").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -109,8 +109,10 @@ def _checked(
     if module is None and not program:
         raise UsageError("give the program to run: gradcheck exec script.py [ARGS...] or -m module [ARGS...]")
     target = module or program.pop(0)
-    if module is None and not (Path(target).is_file() or (Path(target) / "__main__.py").is_file()):
-        raise UsageError(f"no such script {target!r}; give a .py file (or a folder with __main__.py), or -m module")
+    if module is None:
+        from gradcheck.engine.program_files import check_script
+
+        check_script(target)
     if output is not None:
         output = Path(os.path.abspath(os.path.expanduser(output)))
     if graph is not None:
