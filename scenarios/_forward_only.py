@@ -3,8 +3,8 @@
 A common way to save compile time: turn adjoints off for a whole module of forward-only helpers, then opt in
 the one kernel that needs a gradient with ``@wp.kernel(enable_backward=True)``. Up to Warp 1.17 the opted-in
 kernel's own adjoint was generated, but the adjoints of the ``@wp.func`` functions it calls were not (they
-follow the module's option): their contributions to the gradient were silently dropped (field notes, section
-7; fixed in 1.18.0). On later Warp the same code is right. spring-chain's ``--fault backward-opt-in`` uses it.
+follow the module's option): their contributions to the gradient were silently dropped (docs/warp-versions.md;
+fixed in 1.18.0). On later Warp the same code is right. spring-chain's ``--fault backward-opt-in`` uses it.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ Why this scenario: it is the smallest real Newton program that shows the gradien
 actually hit. The solver keeps one set of scratch matrices (``M, J, P, H, L``) for all steps, so
 backward replays each step's kernels over another step's values (``--set scratch=shared``,
 stock Newton); ``--set scratch=per-step`` gives each step its own matrices (bit-identical
-forward) and is the clean reference. The faults reproduce the three accumulation mistakes
-recorded in the field notes.
+forward) and is the clean reference. The faults reproduce three accumulation mistakes
+(docs/scenarios.md lists them).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ whose records hold arrays. Two kernels read them and add to one scalar loss.
 
 Why: Warp copies array descriptors into a struct's ctypes mirror when a field is assigned and
 never refreshes them, copies nested structs by value, and arrays of structs keep no reference to
-the arrays their records point at. Each fault reproduces one measured consequence (field notes,
-section 2); the clean variant keeps every mirror in sync.
+the arrays their records point at. Each fault reproduces one measured consequence (docs/warp-versions.md,
+docs/scenarios.md); the clean variant keeps every mirror in sync.
 """
 
 from __future__ import annotations

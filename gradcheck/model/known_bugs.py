@@ -2,7 +2,7 @@
 
 A finding that matches one of these on an affected Warp version says so by issue number: the user's code
 may be right and the fix may be an upgrade (or the workaround named here). Measured on CPU with each
-version (field notes, section 2; ``make test-compat`` re-checks them).
+version (docs/warp-versions.md; ``make test-compat`` re-checks them).
 """
 
 from __future__ import annotations
@@ -43,20 +43,20 @@ NESTED_STRUCT_NOT_ZEROED = KnownBug(
     "zero those arrays' .grad yourself after tape.zero()",
 )
 COPY_ADJOINT_ASSIGNS = KnownBug(
-    "the copy-adjoint bug (field notes section 7)",
+    "the copy-adjoint bug (docs/warp-versions.md)",
     "1.17.0",
     "the adjoint wp.copy/wp.clone/array.assign record on the tape overwrites the source's gradient instead of adding",
     "do not read a source array both directly and through a tape-recorded copy; copy in a kernel instead",
 )
 TERNARY_SAME_ELEMENT = KnownBug(
-    "the ternary-adjoint bug (field notes section 7)",
+    "the ternary-adjoint bug (docs/warp-versions.md)",
     "1.17.0",
     "a conditional expression whose two branches read the same array element loses the taken branch's adjoint",
     "read the element into a local variable before the conditional expression",
     since="1.16.0",
 )
 FUNC_ADJOINTS_FOLLOW_MODULE = KnownBug(
-    "the enable_backward opt-in bug (field notes section 7)",
+    "the enable_backward opt-in bug (docs/warp-versions.md)",
     "1.18.0",
     "a kernel with enable_backward=True in a module built with it off gets no adjoints for the @wp.func it calls",
     "leave the module's enable_backward on, or move the kernel and its functions to a module that has it on",

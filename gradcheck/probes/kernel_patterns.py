@@ -121,7 +121,7 @@ def _from_source(func, max_unroll: int) -> tuple[Suspect, ...]:
     queue: list[tuple[_Source, str]] = [(top, "")]
     while queue:
         src, prefix = queue.pop(0)
-        if not prefix:  # the ternary bug was about kernels' own source (field notes section 7)
+        if not prefix:  # the ternary bug was about kernels' own source (docs/warp-versions.md)
             found.extend(_same_element_ternaries(src))
         found.extend(_with_prefix(_runtime_loop_carried(src, max_unroll), prefix))
         found.extend(_with_prefix(_in_place_overwrites(src), prefix))
