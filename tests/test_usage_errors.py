@@ -398,8 +398,8 @@ def test_doctor_names_an_unsupported_cuda_arch():
 
 
 def test_the_readme_states_the_rule():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## The scenario contract") :]
+    text = (ROOT / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    section = text[text.index("## The scenario contract") :] + "\n## "
     section = " ".join(section[: section.index("\n## ", 3)].split())
     assert "ValueError" in section and "exit 2" in section and "exit 3" in section
     assert "before any scenario's `setup()` runs" in section

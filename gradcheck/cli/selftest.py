@@ -1,4 +1,5 @@
-"""`gradcheck selftest`: every built-in fault caught by its check, every clean variant silent."""
+"""`gradcheck selftest`: the selftest matrix (engine.selftest: the faults and clean variants of cartpole, nested-struct,
+rollout and spring-chain), each fault caught by its check, each clean variant silent."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def selftest(
     fmt: OutputFormat = format_option("selftest"),
     output: Path = OUTPUT,
 ) -> None:
-    """Run every built-in fault and clean variant: each fault must be caught, each clean variant silent."""
+    """Run the selftest matrix (cartpole, nested-struct, rollout, spring-chain): each fault caught, each clean silent."""
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine.interrupts import Interrupted
     from gradcheck.engine.selftest import run_selftest

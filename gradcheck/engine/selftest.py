@@ -1,5 +1,6 @@
-"""`gradcheck selftest`: every built-in fault must be caught by its intended check, every clean
-variant must stay silent, on this Warp version and device.
+"""`gradcheck selftest`: the faults of cartpole, nested-struct, rollout and spring-chain must each be caught by its
+intended check, every clean variant must stay silent, on this Warp version and device. (The lights, tiles and
+chains faults are proven by their own tests, not here.)
 
 The expectations live here, next to nothing else: (scenario, fault, settings) → the checks that
 must fire (an empty set: nothing may fire). Stock cartpole is not a clean variant: it carries

@@ -1,4 +1,4 @@
-"""JSON, for every command: the document's ``to_dict()``. Keys are public (README): add freely, never rename."""
+"""JSON, for every command: the document's ``to_dict()``. Keys are public (docs/scenarios.md): add freely, never rename."""
 
 from __future__ import annotations
 

@@ -95,9 +95,12 @@ def _scenario(console, result, verbose: bool) -> None:
 
 def _params(console, result, verbose: bool) -> None:
     """One row per param family; past PARAM_ROWS families (default view), the flagged ones and the first
-    others, in report order, then how many more and how many of those are flagged."""
+    others, in report order, then how many more and how many of those are flagged. Nothing at all when the run
+    ended before any gradient was read (a header over no rows says nothing)."""
     from rich.table import Table
 
+    if not result.params:
+        return
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)
     params.add_column("pass 1", justify="right", no_wrap=True)

@@ -1,4 +1,4 @@
-"""Process exit codes: the contract with CI pipelines (documented in the README)."""
+"""Process exit codes: the contract with CI pipelines (README "Exit codes"; docs/usage.md)."""
 
 from enum import IntEnum
 

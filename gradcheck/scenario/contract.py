@@ -1,4 +1,4 @@
-"""The scenario contract (public, see README): what makes an object a scenario, and the checks on it.
+"""The scenario contract (public, docs/scenarios.md): what makes an object a scenario, and the checks on it.
 
 ``setup(device, fault=None, **options)``, ``params()``, ``forward()``; optional ``backward(tape, loss)``,
 ``after_backward()``, ``zero(tape)``; attributes ``name``, ``description``, ``faults``. A module exposes the
