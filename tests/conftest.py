@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,54 @@ def _warp_defaults_to_the_cpu():
     wp.init()
     wp.set_device("cpu")
     yield
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test signals or whose SIGINT handling it compares: SIGINT at its default, as a
+    terminal gives it. A background job (``.ci/run &``, ``make test &``) starts with SIGINT ignored, and a child
+    inherits an ignored signal through fork and exec: without this, its Ctrl-C would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt in this process for the test's duration (Python's own handler), whatever the
+    process inherited (ignored in a background job, where a test's SIGINT to itself would be lost and the scenario
+    it should stop would sleep on); the disposition before is put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+POLL_S = 0.05  # how often wait_for looks again; not a timing assumption: every wait ends at its deadline
+
+
+def wait_for(condition, *, within: float, what: str, proc: subprocess.Popen | None = None):
+    """Poll ``condition()`` until it gives a truthy value, returned; the test fails after ``within`` seconds, or as
+    soon as ``proc`` exited without the condition becoming true (its stderr in the message)."""
+    deadline = time.monotonic() + within
+    while True:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            value = condition()  # it may have come true just before the process ended
+            if value:
+                return value
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"{what}: the process exited ({proc.returncode}) first; stderr:\n{str(err)[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {within:g} s")
+        time.sleep(POLL_S)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """A test's cleanup: ``proc`` killed if a failed assertion left it running, so it cannot outlive its test."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate(timeout=60)
 
 
 def run_scenario(spec: str, fault: str | None = None, passes: int = 5, **settings):

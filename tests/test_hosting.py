@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fds, signals and fork as on Linux")
 
@@ -343,10 +344,11 @@ CASES = [
         report="stdout",
         expect=b"['arg']\nexitcode 7",
     ),
-    _case(
+    _case(  # the thread prints once main's last line has run (an event, not a head start in time)
         "non-daemon-thread-outlives-main",
-        "import threading, time\ndef late():\n    time.sleep(0.3)\n    print('thread done')\n"
-        "threading.Thread(target=late).start()\nprint('main done')\n",
+        "import threading\nmain_done = threading.Event()\n"
+        "def late():\n    main_done.wait(60)\n    print('thread done')\n"
+        "threading.Thread(target=late).start()\nprint('main done')\nmain_done.set()\n",
         expect=b"main done\nthread done\n",
     ),
     _case(
@@ -478,6 +480,7 @@ class Ran:
     stdout: bytes
     stderr: bytes
     files: dict[str, bytes]
+    timed_out: bool = False  # killed after TIMEOUT seconds
 
 
 def _write_program(work: Path, files: dict[str, str]) -> None:
@@ -517,12 +520,24 @@ def _environment(case: Case) -> dict:
     return env
 
 
+def _child_setup(close_stdout: bool):
+    """The child as a terminal starts it: SIGINT at its default (a background job's children inherit it ignored,
+    and python then keeps it ignored: the signal-handlers case would differ); fd 1 closed for "closed"."""
+
+    def setup():
+        default_sigint()
+        if close_stdout:
+            os.close(1)
+
+    return setup
+
+
 def _launch(command: list[str], case: Case, work: Path, out_file: Path) -> Ran:
-    stdout, preexec = subprocess.PIPE, None
+    stdout = subprocess.PIPE
     if case.stdout == "file":
         stdout = open(out_file, "wb")  # noqa: SIM115 - closed below
     elif case.stdout == "closed":
-        stdout, preexec = None, lambda: os.close(1)
+        stdout = None
     stderr = subprocess.STDOUT if case.merge else subprocess.PIPE
     proc = subprocess.Popen(
         command,
@@ -531,15 +546,22 @@ def _launch(command: list[str], case: Case, work: Path, out_file: Path) -> Ran:
         stdin=subprocess.PIPE,
         stdout=stdout,
         stderr=stderr,
-        preexec_fn=preexec,
+        preexec_fn=_child_setup(case.stdout == "closed"),
     )
-    if case.stdout == "broken":  # the reader goes away before the program writes: its prints meet EPIPE
-        proc.stdout.close()
-        out, err = b"", proc.communicate(case.stdin or b"go\n", timeout=TIMEOUT)[1]
-    else:
-        out, err = proc.communicate(case.stdin, timeout=TIMEOUT)
+    try:
+        if case.stdout == "broken":  # the reader goes away before the program writes: its prints meet EPIPE
+            proc.stdout.close()
+            out, err = b"", proc.communicate(case.stdin or b"go\n", timeout=TIMEOUT)[1]
+        else:
+            out, err = proc.communicate(case.stdin, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:  # this case fails (Ran.timed_out); the others still run and compare
+        proc.kill()
+        out, err = proc.communicate(timeout=TIMEOUT)
+        return Ran(proc.returncode, out or b"", err or b"", {}, timed_out=True)
+    finally:
+        if case.stdout == "file":
+            stdout.close()
     if case.stdout == "file":
-        stdout.close()
         out = out_file.read_bytes()
     return Ran(proc.returncode, out or b"", err or b"", _files(work))
 
@@ -614,6 +636,8 @@ def _report_after_output(stdout: bytes, program: bytes) -> dict:
 
 def _compare(case: Case, python: Ran, gradcheck: Ran, report_path: Path) -> dict | None:
     """The generic comparison; returns the report (None when there is none by design)."""
+    for ran, how in ((python, "python"), (gradcheck, "gradcheck exec")):
+        assert not ran.timed_out, f"under {how} the case ran past {TIMEOUT} s and was killed: {ran.stderr[-2000:]}"
     assert case.expect in python.stdout, (case.expect, python.stdout[-500:], python.stderr[-2000:])
     assert gradcheck.returncode == (
         case.exec_rc if case.exec_rc is not None else expected_exec_rc(python.returncode)

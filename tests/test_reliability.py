@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SCENARIOS, by_check, cli, cli_json, run_scenario
+from conftest import POLL_S, ROOT, SCENARIOS, by_check, cli, cli_json, default_sigint, run_scenario, stop, wait_for
 
 from gradcheck.model.exit_codes import ExitCode
 
@@ -255,6 +255,12 @@ def test_reports_are_written_atomically(tmp_path, monkeypatch):
 # -- signals and processes -------------------------------------------------------------------------------------
 
 
+STARTS_WITHIN_S = 240  # from the command to the scenario's sleep: a worker's Warp import and a cold kernel cache
+STOPS_WITHIN_S = 10  # from Ctrl-C or SIGTERM to gradcheck's exit, with its report ("within seconds")
+ENDS_WITHIN_S = 60  # the deadline for a process that should have ended already
+HANG_TIMEOUT_S = 5  # --timeout for the scenario that hangs in its first forward, before any kernel is compiled
+
+
 def _start(args, marker):
     """The CLI with SIGINT at its default (a background job inherits it ignored), JSON on stdout."""
     return subprocess.Popen(
@@ -264,19 +270,16 @@ def _start(args, marker):
         text=True,
         cwd=ROOT,
         env={**os.environ, "GRADCHECK_TEST_CHILD_PID": str(marker)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,
     )
 
 
-def _pid_when_written(marker, proc, limit=240.0) -> int:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if marker.exists() and marker.read_text().strip():
-            time.sleep(0.3)
-            return int(marker.read_text())
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    raise AssertionError("the scenario never started sleeping")
+def _pid_when_written(marker, proc) -> int:
+    """The pid the scenario announces (ends_gradcheck.py writes it in one step) once it is about to sleep."""
+    announced = wait_for(
+        lambda: marker.exists() and marker.read_text(), within=STARTS_WITHIN_S, what="the scenario's sleep", proc=proc
+    )
+    return int(announced)
 
 
 def _alive(pid: int) -> bool:
@@ -285,6 +288,16 @@ def _alive(pid: int) -> bool:
             return "zombie" not in status.read().lower()
     except OSError:
         return False
+
+
+def _end_sleeper(pid: int) -> None:
+    """Cleanup after a failed assertion: the scenario's hour-long sleeper child, if it is still that process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if b"time.sleep(3600)" in cmdline.read():
+                os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="process groups and /proc")
@@ -301,48 +314,73 @@ def test_a_stop_request_reports_what_finished_and_ends_the_worker_group(tmp_path
     marker = tmp_path / "pid"
     action = "child" if extra else "sleep"
     proc = _start(["run", FINISHES, ENDS, "--set", f"action={action}", "--set", "at_pass=2", *extra], marker)
-    sleeper = _pid_when_written(marker, proc)
-    started = time.monotonic()
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 10
-    assert proc.returncode == code and "Traceback" not in err, err[-2000:]
-    data = json.loads(out)
-    assert [s["name"] for s in data["scenarios"]] == ["finishes"] and data["scenarios"][0]["passes"] == 5
-    assert data["error"].startswith("interrupted by") and "1 of 2 scenario(s) finished" in data["error"]
-    if extra:
-        assert not _alive(sleeper), "the scenario's child process outlived the worker"
+    sleeper = None
+    try:
+        sleeper = _pid_when_written(marker, proc)
+        started = time.monotonic()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=ENDS_WITHIN_S)
+        assert time.monotonic() - started < STOPS_WITHIN_S
+        assert proc.returncode == code and "Traceback" not in err, err[-2000:]
+        data = json.loads(out)
+        assert [s["name"] for s in data["scenarios"]] == ["finishes"] and data["scenarios"][0]["passes"] == 5
+        assert data["error"].startswith("interrupted by") and "1 of 2 scenario(s) finished" in data["error"]
+        if extra:
+            assert not _alive(sleeper), "the scenario's child process outlived the worker"
+    finally:
+        stop(proc)
+        if extra and sleeper is not None:
+            _end_sleeper(sleeper)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="process groups and /proc")
 def test_a_timeout_ends_the_children_a_scenario_started(tmp_path):
     marker = tmp_path / "pid"
-    proc = _start(["run", ENDS, "--set", "action=child", "--timeout", "15"], marker)
-    child = _pid_when_written(marker, proc)
-    out, err = proc.communicate(timeout=120)  # returns: no child keeps the pipes open
-    assert proc.returncode == ExitCode.SCENARIO_ERROR and "timed out after 15 s" in err
-    assert not _alive(child)
-    assert json.loads(out)["scenarios"][0]["status"] == "error"
+    proc = _start(["run", ENDS, "--set", "action=child", "--timeout", str(HANG_TIMEOUT_S)], marker)
+    child = None
+    try:
+        child = _pid_when_written(marker, proc)
+        out, err = proc.communicate(timeout=HANG_TIMEOUT_S + ENDS_WITHIN_S)  # returns: no child keeps the pipes open
+        assert proc.returncode == ExitCode.SCENARIO_ERROR and f"timed out after {HANG_TIMEOUT_S} s" in err
+        assert not _alive(child)
+        assert json.loads(out)["scenarios"][0]["status"] == "error"
+    finally:
+        stop(proc)
+        if child is not None:
+            _end_sleeper(child)
 
 
-def test_ctrl_c_during_the_api_reaches_the_caller(tmp_path, monkeypatch):
+def test_ctrl_c_during_the_api_reaches_the_caller(tmp_path, monkeypatch, sigint_raises):
     """gradcheck.check() in a test suite: the user's Ctrl-C is a KeyboardInterrupt for the caller, not a scenario
-    error in the returned report (a scenario raising KeyboardInterrupt itself is, see above)."""
+    error in the returned report (a scenario raising KeyboardInterrupt itself is, see above). ``sigint_raises``:
+    SIGINT is Python's default here even where this process inherited it ignored (a background job)."""
     import threading
 
     import gradcheck
 
     marker = tmp_path / "pid"
     monkeypatch.setenv("GRADCHECK_TEST_CHILD_PID", str(marker))
+    slept, returned, lock = threading.Event(), threading.Event(), threading.Lock()
 
     def interrupt_when_sleeping():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (marker.exists() and marker.read_text().strip()):
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + STARTS_WITHIN_S
+        while not marker.exists() and not returned.is_set() and time.monotonic() < deadline:
+            returned.wait(POLL_S)
+        if marker.exists():
+            slept.set()
+        with lock:  # never after check() returned: a late SIGINT would end the whole pytest session
+            if not returned.is_set():
+                os.kill(os.getpid(), signal.SIGINT)  # at the deadline too: the sleep ends, and the test fails below
 
     before = signal.getsignal(signal.SIGINT)
-    threading.Thread(target=interrupt_when_sleeping, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        gradcheck.check(ENDS, device="cpu", passes=2, settings={"action": "sleep"})
+    interrupter = threading.Thread(target=interrupt_when_sleeping, daemon=True)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gradcheck.check(ENDS, device="cpu", passes=2, settings={"action": "sleep"})
+    finally:
+        with lock:
+            returned.set()
+    interrupter.join(timeout=ENDS_WITHIN_S)
+    assert not interrupter.is_alive() and slept.is_set(), "the scenario never started sleeping"
     assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is back

@@ -25,6 +25,9 @@ from conftest import ROOT, TESTS  # noqa: E402
 PROGRAMS = TESTS / "programs" / "torch"
 EXAMPLE = ("-m", "gradcheck.examples.torch_warp_train")
 DEADLINE = 300
+# the first test's deadline covers the module's fixture: some 50 programs under exec, three at a time (minutes),
+# each bounded by DEADLINE; not the suite's 600 s
+pytestmark = pytest.mark.timeout(1800)
 
 # fault -> the findings it must give: (check, severity, subject)
 EXAMPLE_FAULTS = {

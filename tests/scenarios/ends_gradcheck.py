@@ -30,6 +30,16 @@ def square_sum(x: wp.array(dtype=float), scale: float, loss: wp.array(dtype=floa
     wp.atomic_add(loss, 0, scale * x[i] * x[i])
 
 
+def _announce(pid: int) -> None:
+    """``pid`` into $GRADCHECK_TEST_CHILD_PID in one step (written beside it, then renamed over it): a test that sees
+    the file sees the whole number, with no need to wait for the write to finish."""
+    target = os.environ.get("GRADCHECK_TEST_CHILD_PID")
+    if target:
+        with open(target + ".part", "w") as f:
+            f.write(str(pid))
+        os.replace(target + ".part", target)
+
+
 class EndsGradcheck:
     name = "ends-gradcheck"
     description = "ends the process or hands back something broken: --set action=... hook=... at_pass=N"
@@ -51,13 +61,11 @@ class EndsGradcheck:
         if self.action == "keyboard":
             raise KeyboardInterrupt
         if self.action == "child" and hook == "forward":
-            with open(os.environ.get("GRADCHECK_TEST_CHILD_PID", os.devnull), "w") as f:
-                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
-                f.write(str(child.pid))
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+            _announce(child.pid)
             time.sleep(3600)
         if self.action == "sleep" and hook == "forward":
-            with open(os.environ.get("GRADCHECK_TEST_CHILD_PID", os.devnull), "w") as f:
-                f.write(str(os.getpid()))  # the sleeper's own pid: the test knows the sleep has begun
+            _announce(os.getpid())  # the sleeper's own pid: the test knows the sleep has begun
             time.sleep(3600)
 
     def params(self):
