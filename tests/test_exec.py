@@ -2,8 +2,8 @@
 
 The seed mistakes are plain scripts (tests/programs/exec/training_loop.py --mistake NAME): each must give its
 finding at the right iteration, and the correct loop (and deliberate accumulation) none. In this process
-through engine.program_audit (what the command runs), once through the real CLI, and Newton's own
-diffsim_ball example, unmodified, must audit clean.
+through engine.program_audit (what the command runs), once through the real CLI; in the slow lane, Newton's own
+diffsim examples, unmodified, must audit clean.
 """
 
 from __future__ import annotations
@@ -134,6 +134,8 @@ def test_a_failing_program_is_exit_3_with_its_status_and_the_audit_kept(tmp_path
     assert missing.returncode == ExitCode.USAGE and "no such script" in missing.stderr
 
 
+@pytest.mark.slow  # ~40 s on 2 cores with a cold cache (Newton's kernels in a fresh process); the fast lane keeps
+# exec's own checks on training_loop.py and Newton's solvers in-process (test_cartpole.py, test_programs.py)
 def test_newton_diffsim_ball_runs_unmodified_and_audits_clean():
     from gradcheck.scenarios._featherstone import newton_missing
 
@@ -180,14 +182,14 @@ def test_ctrl_c_in_the_program_still_reports_what_ran(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
-    from conftest import ROOT
+    from conftest import ROOT, default_sigint, stop, wait_for
 
+    iterations = 3  # the training steps before the program hangs: the report's passes
     marker = tmp_path / "sleeping"
     script = tmp_path / "trains_then_hangs.py"
     script.write_text(
-        f"import pathlib, runpy, sys, time\nsys.argv = [{LOOP!r}, '--iterations', '3']\n"
+        f"import pathlib, runpy, sys, time\nsys.argv = [{LOOP!r}, '--iterations', '{iterations}']\n"
         f"runpy.run_path({LOOP!r}, run_name='__main__')\npathlib.Path({str(marker)!r}).write_text('1')\n"
         "time.sleep(3600)\n"
     )
@@ -197,16 +199,17 @@ def test_ctrl_c_in_the_program_still_reports_what_ran(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_sigint,  # as from a terminal: a background job's children inherit SIGINT ignored
     )
-    deadline = time.monotonic() + 120
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        wait_for(marker.exists, within=240, what="the program's training steps", proc=proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
     assert proc.returncode == ExitCode.INTERRUPTED and "Traceback" not in err, err[-2000:]
     data = json.loads(out[out.index("{\n") :])
-    assert data["error"].startswith("interrupted by Ctrl-C") and data["scenarios"][0]["passes"] == 3
+    assert data["error"].startswith("interrupted by Ctrl-C") and data["scenarios"][0]["passes"] == iterations
     assert os.path.exists(marker)
 
 
