@@ -184,3 +184,55 @@ def test_a_ci_baseline_that_is_a_directory_is_named_as_one(tmp_path):
     proc = cli("ci", "--baseline", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == ExitCode.USAGE
     assert "is a directory; give the baseline's file" in _one_error_line(proc)
+
+
+def test_text_from_the_program_is_never_markup(tmp_path):
+    """An error, an option value or a subject with brackets ([tool.gradcheck], [/data]) prints as written: Rich
+    would read it as markup, drop it or crash on it."""
+    from gradcheck.formats import OutputFormat, render
+    from gradcheck.model.report import Report, ScenarioResult
+
+    error = "expected shape [n, 3], got [batch] from [tool.gradcheck] and [/data/x.npz]"
+    result = ScenarioResult(spec="s.py", name="s", options={"n": "[bold]7"}, error=error)
+    text = render(Report(environment={}, scenarios=(result,), error="[/x] stopped"), OutputFormat.table)
+    assert " ".join(text.split()).count(error) == 1 and "(n=[bold]7)" in text and "[/x] stopped" in text
+
+
+def test_a_usage_error_document_replaces_what_output_held_but_never_an_input(tmp_path):
+    stale = tmp_path / "report.json"
+    stale.write_text('{"exit_code": 0}')
+    proc = cli("explain", "nosuch", "--format", "json", "--output", str(stale))
+    assert proc.returncode == ExitCode.USAGE and proc.stdout == ""
+    assert "unknown check 'nosuch'" in json.loads(stale.read_text())["error"]  # no stale report left for CI
+    scenario = tmp_path / "mine.py"
+    scenario.write_text("# a scenario\n")
+    proc = cli("run", str(scenario), "--format", "json", "--output", str(scenario))
+    assert proc.returncode == ExitCode.USAGE and scenario.read_text() == "# a scenario\n"
+    assert "is one of this run's inputs" in json.loads(proc.stdout)["error"]
+
+
+def test_output_with_an_equals_sign_is_output_when_stdout_is_closed(tmp_path):
+    target = tmp_path / "list.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "list", "--format", "json", f"--output={target}"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: __import__("os").close(1),
+    )
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert json.loads(target.read_text())
+
+
+def test_ci_refuses_two_of_its_files_on_one_path(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.gradcheck]\nscenarios = ["{RETAIN}"]\n')
+    proc = cli("ci", "--output", "j.xml", "--junit", "j.xml", cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE
+    assert "--output and --junit both name 'j.xml'" in _one_error_line(proc)
+
+
+def test_selftest_needs_the_passes_its_leaks_show_on():
+    proc = cli("selftest", "--passes", "1")
+    assert proc.returncode == ExitCode.USAGE and "--passes" in proc.stderr

@@ -239,3 +239,14 @@ def _every_built_in():
 def test_every_built_in_default_view_fits_one_screen(scenario, fault):
     text = _default_view(scenario, fault)
     assert len(text.splitlines()) <= ONE_SCREEN, text
+
+
+def test_a_params_bare_name_in_the_fix_prose_does_not_split_its_group():
+    """Params named x, y, z with one NaN cause share one fix; the "x" inside "torch.sqrt(x)" is prose, not the
+    subject, so it must not make x's fix look different from y's."""
+    hint = "guard the operation (wp.sqrt(x) at 0, torch.sqrt(x)): add an eps"
+    findings = [Finding("nonfinite", Severity.ERROR, f"{name}.grad", "NaN", hint) for name in ("x", "y", "z")]
+    (group,) = group_findings(findings)
+    assert len(group.members) == len(findings)
+    own = [Finding("missing-gradient", Severity.ERROR, f"{n}.grad", "m", f"set {n}.requires_grad = True") for n in "ab"]
+    assert len(group_findings(own)) == 1  # where the name is used as the subject, it still merges

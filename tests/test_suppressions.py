@@ -142,3 +142,24 @@ def test_ci_ignores_too_and_says_how_many(tmp_path):
     proc = cli("ci", "--ignore", "accumulation", cwd=tmp_path, timeout=300)
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert "(1 ignored)" in proc.stdout and ", 1 ignored" in proc.stdout.splitlines()[-1]
+
+
+def test_a_finding_that_stands_for_a_family_is_suppressed_by_any_member():
+    family = Finding(
+        "accumulation", Severity.ERROR, "controls[0].joint_f.grad", "m", "fix", evidence={"affected_count": 100}
+    )
+    single = _finding("accumulation", "controls[0].joint_f.grad")
+    (rule,) = parse_rules(["accumulation:controls[5].joint_f.grad"], "--ignore", CHECKS)
+    assert rule.matches(family) and not rule.matches(single)  # one array is itself only
+    listed = Finding(
+        "zero-audit", Severity.WARNING, "solver.J", "m", "fix", evidence={"arrays": ["solver.J", "solver.M"]}
+    )
+    (by_member,) = parse_rules(["zero-audit:solver.M"], "--ignore", CHECKS)
+    assert by_member.matches(listed)
+
+
+def test_a_misspelt_key_in_the_table_is_a_usage_error_for_every_command(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.gradcheck]\nignores = ["nonfinite"]\n')
+    proc = cli("run", "nosuch-scenario", cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE
+    assert "unknown key 'ignores'; did you mean 'ignore'?" in proc.stderr

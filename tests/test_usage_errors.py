@@ -403,3 +403,32 @@ def test_the_readme_states_the_rule():
     section = " ".join(section[: section.index("\n## ", 3)].split())
     assert "ValueError" in section and "exit 2" in section and "exit 3" in section
     assert "before any scenario's `setup()` runs" in section
+
+
+def test_a_setup_bug_that_names_no_option_stays_the_scenarios_error(tmp_path):
+    """A TypeError in setup() is the user's input only when it names a --set option (its key or value):
+    ``fault + 1`` on None, with --set given, is still the scenario's bug (exit 3)."""
+    path = tmp_path / "buggy.py"
+    path.write_text(
+        "class S:\n"
+        "    name = 'buggy'\n"
+        "    def setup(self, device, fault=None, n='3'):\n"
+        "        if int(n) < 1:\n"
+        "            raise ValueError(f'n must be at least 1, got {n!r}')\n"
+        "        fault + 1\n"
+        "    def params(self):\n"
+        "        return {}\n"
+        "    def forward(self):\n"
+        "        return None\n"
+        "scenario = S\n"
+    )
+    bug = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "run", str(path), "--set", "n=3", "--passes", "1"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert bug.returncode == ExitCode.SCENARIO_ERROR, bug.stderr
+    rejected = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "run", str(path), "--set", "n=0", "--passes", "1"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert rejected.returncode == ExitCode.USAGE and "setup() rejected --set n=0" in rejected.stderr

@@ -60,7 +60,9 @@ def main() -> None:
     from gradcheck.model.exit_codes import ExitCode
 
     args = sys.argv[1:]
-    if sys.stdout is None and "--output" not in args:  # started with stdout closed (>&-): nowhere for the report
+    if sys.stdout is None and not any(
+        a == "--output" or a.startswith("--output=") for a in args
+    ):  # started with stdout closed (>&-): nowhere for the report
         error_line("stdout is closed, so the report could not be written; give --output FILE")
         sys.exit(int(ExitCode.USAGE))
     try:

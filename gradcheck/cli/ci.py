@@ -38,6 +38,7 @@ def ci(
     from gradcheck.model.baseline import Baseline
     from gradcheck.model.documents import CiDoc
     from gradcheck.model.options import RunOptions
+    from gradcheck.model.report import Report
 
     source = None
     try:
@@ -58,14 +59,16 @@ def ci(
         inputs += [baseline] if baseline is not None else []
         check_writable(output, "--output", inputs)
         check_writable(junit, "--junit", inputs)
+        _distinct({"--output": output, "--junit": junit, "--baseline": baseline})
         check_writable(baseline if update_baseline else None, "--baseline", inputs[:-1] if baseline else inputs)
     except UsageError as exc:
-        raise usage_exit("ci", exc, fmt, None, source=source) from None
+        raise usage_exit("ci", exc, fmt, output, source=source) from None
 
     with stdout_to_stderr(), progress_bars(False, len(entries)) as bars:
 
         def on_result(result, done: int, total: int) -> None:
-            typer.echo(f"gradcheck ci: [{done}/{total}] {result.label}: {result.status}", err=True)
+            status = rules.apply(Report(environment={}, scenarios=(result,))).scenarios[0].status  # as reported
+            typer.echo(f"gradcheck ci: [{done}/{total}] {result.label}: {status}", err=True)
             if result.error:
                 error_line(result.error)
             if bars is not None:
@@ -90,6 +93,18 @@ def ci(
         write_atomically(junit, render(document, OutputFormat.junit), "--junit")
     deliver(document, fmt, output)
     raise typer.Exit(int(report.exit_code))
+
+
+def _distinct(paths: dict) -> None:
+    """Two of ci's files naming one path would overwrite each other: one of them would silently be lost."""
+    seen: dict = {}
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        key = path.expanduser().resolve()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {flag} both name {str(path)!r}; give each its own file")
+        seen[key] = flag
 
 
 def _baseline(baseline: Path | None, update: bool):

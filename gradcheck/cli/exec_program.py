@@ -75,7 +75,7 @@ def exec_program(
         target, output, graph = _checked(program, module, output, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
-        raise usage_exit("exec", exc, fmt, None, fail_on=fail_on) from None
+        raise usage_exit("exec", exc, fmt, output, fail_on=fail_on) from None
     from gradcheck.cli.output import KeptStdio
 
     stdio = KeptStdio(report_on_stdout=output is None)

@@ -28,7 +28,7 @@ def explain(
         check_writable(output)
         document = explain_document(check)
     except UsageError as exc:
-        raise usage_exit("explain", exc, fmt) from None
+        raise usage_exit("explain", exc, fmt, output) from None
     deliver(document, fmt, output)
 
 

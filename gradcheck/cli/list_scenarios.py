@@ -19,5 +19,5 @@ def list_scenarios(fmt: OutputFormat = format_option("list"), output: Path = OUT
         check_supported("list", fmt)
         check_writable(output)
     except UsageError as exc:
-        raise usage_exit("list", exc, fmt) from None
+        raise usage_exit("list", exc, fmt, output) from None
     deliver(ScenarioListDoc(tuple(i.to_dict() for i in catalog.all_infos())), fmt, output)

@@ -16,6 +16,7 @@ import typer
 
 from gradcheck.cli.output import color, error_line, width, write_atomically
 from gradcheck.formats import KIND_OF_COMMAND, RENDERERS, OutputFormat, render
+from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
 
 OUTPUT = typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout")
@@ -70,8 +71,8 @@ def usage_document(command: str, message: str, fail_on=None, source: str | None 
 
 
 def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = None, **context) -> typer.Exit:
-    """One ``gradcheck: error:`` line; under json/junit the usage-error document too (to --output when it can be
-    written there, else stdout). Returns the Exit(2) to raise."""
+    """One ``gradcheck: error:`` line; under json/junit the usage-error document too: to --output when it can be
+    written there (so no stale report is left for CI to read), else to stdout. Returns the Exit(2) to raise."""
     message = str(exc)
     error_line(message)
     kind = KIND_OF_COMMAND.get(command, command)
@@ -79,12 +80,28 @@ def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = 
         fmt = OutputFormat(fmt)
     except ValueError:
         fmt = OutputFormat.table
-    if fmt != OutputFormat.table and fmt in RENDERERS[kind]:
+    if fmt == OutputFormat.table or fmt not in RENDERERS[kind]:
+        return typer.Exit(int(ExitCode.USAGE))
+    document = usage_document(command, message, **context)
+    text = render(document, fmt, color=False, width=100)
+    if output is None or "--output" in message or not _written(output, text):  # never onto what it named
         try:
-            deliver(usage_document(command, message, **context), fmt, output)
+            deliver(document, fmt, None)
         except typer.Exit:
-            deliver(usage_document(command, message, **context), fmt, None)
+            pass  # stdout failed too: its line is said, the exit code stays the usage error's
     return typer.Exit(int(ExitCode.USAGE))
+
+
+def _written(output: Path, text: str) -> bool:
+    """Whether ``text`` reached ``output``; False, silently, where the usage error is --output itself."""
+    from gradcheck.cli.output import check_writable, write_report_file
+
+    try:
+        check_writable(output)
+        write_report_file(output, text)
+    except (UsageError, OSError):
+        return False
+    return True
 
 
 def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> None:

@@ -94,7 +94,7 @@ def run(
         )
         check_paths(output, graph, input_files(specs))
     except UsageError as exc:
-        raise usage_exit("run", exc, fmt, None, fail_on=fail_on) from None  # --output may be what is wrong
+        raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
     try:
         with stdout_to_stderr(), progress_bars(quiet, len(specs)) as bars, dataflow.collecting() as pictures:
             report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)

@@ -91,7 +91,7 @@ def _parse(data: dict, source: str) -> Config:
     where = f"{source}: [tool.gradcheck]"
     if not isinstance(data, dict):
         raise UsageError(f"{where} must be a table")
-    _known_keys(data, KEYS, where)
+    known_keys(data, KEYS, where)
     raw = data.get("scenarios")
     if raw is not None and not isinstance(raw, list):
         raise UsageError(
@@ -114,7 +114,7 @@ def _entry(item, where: str) -> Entry:
         return Entry(item)
     if not isinstance(item, dict) or not isinstance(item.get("spec"), str) or not item["spec"]:
         raise UsageError(f"{where} must be a spec string or a table with 'spec', got {item!r}")
-    _known_keys(item, ENTRY_KEYS, where)
+    known_keys(item, ENTRY_KEYS, where)
     fault = item.get("fault")
     if fault is not None and not isinstance(fault, str):
         raise UsageError(f"{where} fault must be a string, got {fault!r}")
@@ -136,7 +136,7 @@ def _passes(value, where: str) -> int:
     return value
 
 
-def _known_keys(table: dict, known: tuple[str, ...], where: str) -> None:
+def known_keys(table: dict, known: tuple[str, ...], where: str) -> None:
     import difflib
 
     for key in table:

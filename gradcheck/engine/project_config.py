@@ -29,9 +29,17 @@ def table(directory: Path) -> tuple[dict | None, str | None]:
 
 
 def suppressions(directory: Path, checks) -> Suppressions:
+    """The table's select/ignore rules. The table's keys are checked as ``gradcheck ci`` checks them, so a typo
+    (``ignores``) is a usage error for every command, never a suppression silently not applied."""
+    from gradcheck.engine.ci import KEYS as TABLE_KEYS
+    from gradcheck.engine.ci import known_keys
+
     data, source = table(directory)
-    if not isinstance(data, dict):
+    if data is None:
         return Suppressions()
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: [tool.gradcheck] must be a table, got {data!r}")
+    known_keys(data, TABLE_KEYS, f"{source}: [tool.gradcheck]")
     rules = {}
     for key in KEYS:
         values = data.get(key, [])

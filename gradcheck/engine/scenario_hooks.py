@@ -49,16 +49,30 @@ def _on_pass() -> str:
     return f" on pass {current[0]} of {current[1]}" if current else ""
 
 
+def _named_options(cause: BaseException, options: dict) -> dict:
+    """The --set options ``cause``'s message names, by key or by value (``int('abc')`` names only the value): a
+    ValueError that names none of them (``fault + 1`` on None) is the scenario's bug, not the user's input."""
+    import re
+
+    text = str(cause)
+
+    def said(word: str) -> bool:
+        return bool(word) and re.search(rf"(?<![\w.]){re.escape(word)}(?![\w.])", text) is not None
+
+    return {k: v for k, v in options.items() if said(str(k)) or said(str(v))}
+
+
 def setup(scenario, name: str, device: str, fault, options: dict) -> None:
-    """setup() with the --set options. A ValueError or TypeError from setup() when options were given is the
-    options' fault, not the scenario's (``steps=abc``, ``steps=-3``): a usage error (exit 2) naming the options and
-    the scenario's own message. Without options it is the scenario's bug (exit 3)."""
+    """setup() with the --set options. A ValueError or TypeError from setup() whose message names a --set option
+    (its key or its value) is that option's fault, not the scenario's (``steps=abc``, ``steps=-3``): a usage error
+    (exit 2) naming the option and the scenario's own message. Otherwise it is the scenario's bug (exit 3)."""
     try:
         call(name, "setup", scenario.setup, device, fault=fault, **options)
     except ScenarioError as exc:
         cause = exc.__cause__
-        if options and isinstance(cause, (ValueError, TypeError)):
-            given = " ".join(f"--set {k}={v}" for k, v in options.items())
+        named = _named_options(cause, options) if isinstance(cause, (ValueError, TypeError)) else {}
+        if named:
+            given = " ".join(f"--set {k}={v}" for k, v in named.items())
             raise UsageError(f"{name}: setup() rejected {given}: {_one_line(cause)}") from cause
         raise
 

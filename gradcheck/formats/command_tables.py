@@ -23,6 +23,13 @@ def _console(buffer, color: bool, width: int):
     )
 
 
+def _escape(text) -> str:
+    """Text from scenarios and programs is never Rich markup: "[tool.gradcheck]" or "[/data]" stay as written."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
 def _table(**kwargs):
     from rich.table import Table
 
@@ -56,7 +63,7 @@ def selftest(doc, *, color: bool = False, width: int = 100, verbose: bool = Fals
         table.add_column(column, overflow="fold")
     for row in doc.rows:
         fired = row.detail if row.result in ("skipped", "error") else ", ".join(row.fired) or "nothing"
-        table.add_row(row.variant, ", ".join(row.expect) or "nothing", fired, row.result)
+        table.add_row(*(_escape(cell) for cell in (row.variant, ", ".join(row.expect) or "nothing", fired, row.result)))
     counts = doc.counts()
     summary = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
     return _printed([table], color, width) + summary + "\n"
@@ -93,21 +100,21 @@ def scenario_list(doc, *, color: bool = False, width: int = 100, verbose: bool =
     table.add_column("source", no_wrap=True)
     for info in doc.scenarios:
         faults = "".join(f"\n  --fault {k}: {v}" for k, v in info["faults"].items())
-        table.add_row(info["name"], info["description"] + faults, info["source"])
+        table.add_row(*(_escape(cell) for cell in (info["name"], info["description"] + faults, info["source"])))
     return _printed([table], color, width)
 
 
 def sweep(doc, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
     if doc.error is not None and not doc.rows:
         return ""  # a usage error: the one stderr line says it
-    table = _table(title=f"gradcheck sweep {doc.scenario} over {doc.option}")
-    table.add_column(doc.option or "value", justify="right")
+    table = _table(title=_escape(f"gradcheck sweep {doc.scenario} over {doc.option}"))
+    table.add_column(_escape(doc.option or "value"), justify="right")
     table.add_column("FD rel. error", justify="right")
     table.add_column("verdict")
     table.add_column("seconds", justify="right")
     for row in doc.rows:
         error = f"{row['fd_rel_error']:.3g}" if row["fd_rel_error"] is not None else "—"
-        table.add_row(str(row["value"]), error, row["verdict"], f"{row['seconds']:.1f}")
+        table.add_row(_escape(str(row["value"])), error, _escape(row["verdict"]), f"{row['seconds']:.1f}")
     return _printed([table], color, width) + (f"error: {doc.error}\n" if doc.error else "")
 
 

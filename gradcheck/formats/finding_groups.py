@@ -25,7 +25,6 @@ MAX_SHOWN = 4  # subjects a group names before "+N more"
 _SUBJECT = "\x00subject"  # stands for the finding's own subject in a normalised fix
 _INDEX = re.compile(r"\[\d+\]")
 _NORM_IN_MESSAGE = re.compile(r"\bnorm (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
-_COVERS = ("affected_count", "survivor_count", "param_count")  # evidence: how many arrays one finding stands for
 
 
 @dataclass(frozen=True)
@@ -110,20 +109,19 @@ def normalised_hint(finding: Finding) -> str:
     hint = finding.hint
     subject = finding.subject
     for name in dict.fromkeys((subject, subject.removesuffix(".grad"))):
-        if name:
-            hint = re.sub(rf"(?<![\w.\[]){re.escape(name)}(?![\w\[])", _SUBJECT, hint)
+        if not name:
+            continue
+        # the subject itself is replaced wherever it stands; the bare identifier of its gradient ("x" of "x.grad")
+        # only where it is used as the array ("x.requires_grad"), never as a token of the fix's prose or code
+        # ("torch.sqrt(x)"), which every finding of the cause shares
+        after = r"(?![\w\[])" if name == subject or "." in name or "[" in name else r"(?=\.)"
+        hint = re.sub(rf"(?<![\w.\[]){re.escape(name)}{after}", _SUBJECT, hint)
     return _INDEX.sub("[*]", hint)
 
 
 def covered(finding: Finding) -> int:
     """How many arrays one finding stands for (a family reported once, its worst member named)."""
-    evidence = finding.evidence
-    for key in _COVERS:
-        count = evidence.get(key)
-        if isinstance(count, int) and count > 1:
-            return count
-    arrays = evidence.get("arrays")  # write-after-read, changed-before-backward: the family's arrays, listed
-    return len(arrays) if isinstance(arrays, (list, tuple)) and len(arrays) > 1 else 1
+    return finding.covers
 
 
 def measure(finding: Finding) -> Measure | None:

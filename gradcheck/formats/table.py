@@ -37,9 +37,9 @@ def render(report, *, color: bool = False, width: int = 100, verbose: bool = Fal
     )
     env = report.environment
     versions = ", ".join(f"{k} {env[k]}" for k in ("gradcheck", "warp", "newton") if env.get(k))
-    console.print(f"gradcheck report — device {env.get('device') or '?'} — {versions}")
+    console.print(f"gradcheck report — device {env.get('device') or '?'} — {versions}", markup=False)
     if report.error:
-        console.print(f"[bold red]error:[/] {report.error}")
+        console.print(f"[bold red]error:[/] {_escape(report.error)}")
     for result in report.scenarios:
         _scenario(console, result, verbose)
     console.print(_summary(report))
@@ -66,15 +66,17 @@ def _scenario(console, result, verbose: bool) -> None:
     title = result.name + (f" --fault {result.fault}" if result.fault else "")
     options = " ".join(f"{k}={v}" for k, v in result.options.items())
     console.print()
-    console.rule(f"[bold]{title}[/]" + (f"  ({options})" if options else ""), align="left")
+    console.rule(f"[bold]{_escape(title)}[/]" + (f"  ({_escape(options)})" if options else ""), align="left")
     if result.error:
-        console.print(f"[bold red]error:[/] {result.error}")
+        console.print(f"[bold red]error:[/] {_escape(result.error)}")
         if result.traceback:
             console.print(result.traceback, markup=False)
         if not result.passes:
             return  # else the passes that finished before it, checked, as for any scenario
-    units = "passes" if result.unit == "pass" else f"{result.unit}s"
-    console.print(f"{result.passes} {units} on {result.device} in {result.seconds:.2f} s; loss {_loss(result.losses)}")
+    plural = "passes" if result.unit == "pass" else f"{result.unit}s"
+    units = result.unit if result.passes == 1 else plural
+    line = f"{result.passes} {units} on {result.device or 'no device'} in {result.seconds:.2f} s; loss {_loss(result.losses)}"
+    console.print(line, markup=False)
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")
     if result.clip:
@@ -141,7 +143,7 @@ def _param_cells(members, verdicts, clip) -> list[str]:
     verdict = ", ".join(verdicts) if verdicts else "ok"
     style = "red" if verdicts else "green"
     cells = [
-        label,
+        _escape(label),
         _num(norms[0] if norms else math.nan),
         _num(norms[-1] if norms else math.nan),
         _num(ratio, ratio=True),
@@ -219,7 +221,8 @@ def _blame(console, blame, verbose: bool) -> None:
         other = ", ".join(f"{n} {s}" for s, n in sorted(k.statuses.items()) if s not in ("ok", "mismatch", "assigns"))
         where = k.where.rsplit("/", 1)[-1] if k.where else "?"
         style = "red" if wrong else "green"
-        table.add_row(k.kernel, where, str(k.launches), f"[{style}]{wrong}[/]", f"{k.worst_rel_error:.2g}", other)
+        cells = (_escape(k.kernel), _escape(where), str(k.launches), f"[{style}]{wrong}[/]")
+        table.add_row(*cells, f"{k.worst_rel_error:.2g}", _escape(other))
     console.print(table)
     hidden = blame.kernels[len(shown) :]
     if hidden:

@@ -107,7 +107,7 @@ class DoctorDoc:
         return ExitCode.FINDINGS if self.failed else ExitCode.OK
 
     def to_dict(self) -> dict:
-        return dict(self.data) | _error(self.error)
+        return {"schema": "gradcheck-doctor/1"} | dict(self.data) | _error(self.error)
 
 
 @dataclass(frozen=True)

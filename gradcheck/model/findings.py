@@ -42,6 +42,17 @@ class Finding:
         # frozen all the way down: a report cannot be edited after the checks ran
         object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
 
+    @property
+    def covers(self) -> int:
+        """How many arrays this one finding stands for: a family reported once with its worst member as the
+        subject (``affected_count`` and kin in the evidence), or the arrays it lists; 1 for a plain finding."""
+        for key in ("affected_count", "survivor_count", "param_count"):
+            count = self.evidence.get(key)
+            if isinstance(count, int) and count > 1:
+                return count
+        arrays = self.evidence.get("arrays")  # write-after-read, changed-before-backward: the arrays, listed
+        return len(arrays) if isinstance(arrays, (list, tuple)) and len(arrays) > 1 else 1
+
     def __reduce__(self):
         # a mapping proxy cannot be pickled; findings cross a process boundary under --timeout
         fields = (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence))

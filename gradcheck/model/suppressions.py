@@ -7,7 +7,8 @@ code), is counted in the summary and listed in JSON with the rule that silenced 
 
 Rules: ``CHECK`` matches every finding of that check; ``CHECK:GLOB`` only those whose subject matches GLOB, where
 ``*`` is any run of characters and ``?`` one character, and everything else is literal (subjects are full of
-``[5]``, which shell-style globs would read as character classes). ``--select`` keeps only the findings some
+``[5]``, which shell-style globs would read as character classes). A finding that stands for a family of arrays
+(``controls[*].joint_f.grad ×100``) matches a rule naming any member of the family. ``--select`` keeps only the findings some
 select rule matches; ``--ignore`` removes those an ignore rule matches. On the command line ``--select`` replaces
 the config's ``select`` (as ruff's does) and ``--ignore`` adds to its ``ignore``.
 """
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gradcheck.model.errors import UsageError
+from gradcheck.model.paths import family
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,21 @@ class Rule:
         return self.check + (f":{self.subject}" if self.subject is not None else "")
 
     def matches(self, finding) -> bool:
+        """The check, and the subject glob on the finding's subject; a finding that stands for a family of arrays
+        (``controls[*].joint_f.grad ×100``, reported once by its worst member) on any member of the family."""
         if finding.check != self.check:
             return False
-        return self.subject is None or _glob(self.subject).fullmatch(finding.subject) is not None
+        if self.subject is None:
+            return True
+        glob = _glob(self.subject)
+        if glob.fullmatch(finding.subject):
+            return True
+        if finding.covers == 1:
+            return False
+        arrays = finding.evidence.get("arrays")
+        if isinstance(arrays, (list, tuple)) and any(glob.fullmatch(str(a)) for a in arrays):
+            return True
+        return _glob(family(self.subject)).fullmatch(family(finding.subject)) is not None
 
 
 @dataclass(frozen=True)
