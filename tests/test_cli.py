@@ -33,7 +33,7 @@ def test_list_imports_neither_warp_nor_newton():
         "print(json.dumps({'names': [d['name'] for d in data], "
         "'heavy': [m for m in ('warp', 'newton', 'numpy') if m in sys.modules], 'first': data[0]}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     result = json.loads(proc.stdout)
     assert result["heavy"] == []
     assert "cartpole" in result["names"]

@@ -173,6 +173,7 @@ def test_builtin_scenarios_run_from_a_non_editable_install(tmp_path):
         check=True,
         capture_output=True,
         cwd=str(tmp_path),
+        timeout=300,
     )
     assert (target / "gradcheck" / "scenarios" / "cartpole.py").is_file()
     env = {"PYTHONPATH": str(target)}
@@ -185,12 +186,13 @@ def test_builtin_scenarios_run_from_a_non_editable_install(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert data["scenarios"][0]["error"] is None
-    where = subprocess.run(
-        [sys.executable, "-c", "import gradcheck.scenarios.cartpole as m; print(m.__file__)"],
+    where = subprocess.run(  # where the module is found, without importing it (and Newton with it)
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('gradcheck.scenarios.cartpole').origin)"],
         capture_output=True,
         text=True,
         env={**__import__("os").environ, **env},
         cwd=workdir,
         check=True,
+        timeout=60,
     )
     assert where.stdout.strip().startswith(str(target))  # the installed copy ran, not the checkout

@@ -18,7 +18,7 @@ import termios
 import time
 import unicodedata
 
-from conftest import ROOT, SCENARIOS
+from conftest import ROOT, SCENARIOS, stop
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 FACTORY = SCENARIOS / "factory.py"
@@ -44,18 +44,22 @@ def on_terminal(*args: str, stream: str, columns: int = 80, env: dict | None = N
     shown, rest = bytearray(), bytearray()
     deadline = time.monotonic() + 300
     open_fds = {controller, other.fileno()}
-    while open_fds and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_fds), [], [], 1.0)
-        for fd in ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # the pty reports EIO once the child closed it
-                chunk = b""
-            if not chunk:
-                open_fds.discard(fd)
-            (shown if fd == controller else rest).extend(chunk)
-    code = proc.wait(timeout=60)
-    os.close(controller)
+    try:
+        while open_fds and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(open_fds), [], [], 1.0)
+            for fd in ready:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # the pty reports EIO once the child closed it
+                    chunk = b""
+                if not chunk:
+                    open_fds.discard(fd)
+                (shown if fd == controller else rest).extend(chunk)
+        assert not open_fds, f"gradcheck {' '.join(args)} still writing after 300 s: {bytes(shown[-2000:])!r}"
+        code = proc.wait(timeout=60)
+    finally:
+        stop(proc)
+        os.close(controller)
     return code, shown.decode("utf-8", "replace"), rest.decode("utf-8", "replace")
 
 
