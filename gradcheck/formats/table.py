@@ -180,13 +180,15 @@ def _finding_cell(f) -> str:
 
 def _group_cell(group: FindingGroup) -> str:
     """One finding: as in verbose. Several: how many, the subjects with their numbers worst first (the
-    first few, then how many more), and the fix once."""
+    first few, then how many more), the worst one's message (its numbers and where the trouble starts: the launch
+    a NaN comes from, the copy a state is), and the fix once."""
     if len(group.members) == 1:
         return _finding_cell(group.worst)
     shown, more = group.shown()
     names = ", ".join(_escape(m.compact()) for m in shown) + (f", +{more} more" if more else "")
     order = ", worst first" if group.members[0].measure else ""
-    return f"[bold]{len(group.members)} findings[/]{order}: {names}\n" + _fix(group.fix, group.check)
+    worst = f"{_escape(group.worst.subject)}: {_escape(group.worst.message)}"  # where it starts, in numbers
+    return f"[bold]{len(group.members)} findings[/]{order}: {names}\n{worst}\n" + _fix(group.fix, group.check)
 
 
 def _fix(hint: str, check: str) -> str:
