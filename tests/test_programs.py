@@ -73,6 +73,8 @@ def test_newton_spring_cage_gradient_is_correct_and_gradcheck_agrees():
 
 
 @needs_newton
+@pytest.mark.slow  # ~30 s cold (Newton's collision and contact kernels); the fast lane keeps the judge at a kink
+# on a synthetic loss (test_fd_judge.py: two large steps across a kink, a kink at the params) and Newton's spring cage
 def test_newton_ball_contacts_kink_the_loss_and_gradcheck_judges_at_the_small_steps():
     """Penalty contacts make the ball's loss piecewise smooth: central differences at steps of 1e-2 to 1e-1 land
     on other pieces (for v_z (|v| ≈ 4) -0.156 at relative steps 1e-2 and 3e-2, so two steps agree on a wrong value), from 3e-3 down
