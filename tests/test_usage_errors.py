@@ -432,3 +432,15 @@ def test_a_setup_bug_that_names_no_option_stays_the_scenarios_error(tmp_path):
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert rejected.returncode == ExitCode.USAGE and "setup() rejected --set n=0" in rejected.stderr
+
+
+def test_a_sweep_value_setup_rejects_keeps_the_rows_before_it():
+    """steps=5,0: 0 is the user's mistake (exit 2, one line), and the row computed for 5 is still reported."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "sweep", "rollout", "--set", "steps=5,0", "--format", "json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.USAGE
+    rows = json.loads(proc.stdout)["rows"]
+    assert [(r["value"], r["verdict"]) for r in rows] == [("5", "ok"), ("0", "rejected")]
+    assert "setup() rejected --set steps=0" in proc.stderr

@@ -43,7 +43,8 @@ def sweep(
     except UsageError as exc:
         raise usage_exit("sweep", exc, fmt, output, source=spec) from None
     failed = [r for r in rows if r.severity == "failed"]
-    for detail in dict.fromkeys(r.detail for r in failed):  # the same error for every value is said once
+    rejected = [r for r in rows if r.severity == "rejected"]  # a value setup() refused: exit 2, the rest kept
+    for detail in dict.fromkeys(r.detail for r in rejected + failed):  # the same error for every value: once
         error_line(detail)
     if stopped is not None:
         error_line(f"interrupted by {stopped.what}; {len(rows)} value(s) finished and are reported")
@@ -57,5 +58,6 @@ def sweep(
         error=f"interrupted by {stopped.what}" if stopped is not None else None,
     )
     deliver(document, fmt, output)
-    code = stopped.exit_code if stopped is not None else ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
+    code = ExitCode.SCENARIO_ERROR if failed else ExitCode.OK
+    code = stopped.exit_code if stopped is not None else ExitCode.USAGE if rejected else code
     raise typer.Exit(int(code))

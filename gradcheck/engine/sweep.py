@@ -71,7 +71,6 @@ def run_sweep(spec: str, settings: dict[str, str], device: str | None, fault: st
 
 def _row(spec: str, settings: dict, value: str, fault, device: str, fd, progress) -> SweepRow:
     from gradcheck.engine.scenario_run import run_one
-    from gradcheck.model.errors import UsageError
     from gradcheck.model.exit_codes import ExitCode
     from gradcheck.model.options import BlameMode, RunOptions
 
@@ -80,8 +79,8 @@ def _row(spec: str, settings: dict, value: str, fault, device: str, fd, progress
         device=device, passes=1, fault=fault, settings=settings, fd=fd, replay=False, blame=BlameMode.off
     )
     result = run_one(spec, options, device, progress)
-    if result.error and result.error_code == ExitCode.USAGE:
-        raise UsageError(result.error)  # an unknown fault or a rejected --set: one usage error, not one per value
+    if result.error and result.error_code == ExitCode.USAGE:  # setup() rejected this value: the user's input,
+        return SweepRow(value, None, "rejected", result.seconds, result.error)  # and the other values' rows stand
     if result.error:
         return SweepRow(value, None, "failed", result.seconds, result.error)
     found = [f for f in result.findings if f.check == "fd-mismatch"]
