@@ -5,6 +5,7 @@ exit code."""
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 from conftest import ROOT, cli, cli_json, exec_json
@@ -163,3 +164,16 @@ def test_a_misspelt_key_in_the_table_is_a_usage_error_for_every_command(tmp_path
     proc = cli("run", "nosuch-scenario", cwd=tmp_path)
     assert proc.returncode == ExitCode.USAGE
     assert "unknown key 'ignores'; did you mean 'ignore'?" in proc.stderr
+
+
+def test_junit_marks_a_suppressed_check_skipped_not_passed():
+    import xml.etree.ElementTree as ET
+
+    from gradcheck.formats import OutputFormat, render
+
+    rules = Suppressions(ignore=parse_rules(["accumulation"], "--ignore", CHECKS))
+    report = rules.apply(_report(_finding("accumulation", "x.grad")))
+    root = ET.fromstring(render(replace(report, checks=CHECKS), OutputFormat.junit))
+    skipped = root.find(".//testcase[@name='accumulation']/skipped")
+    assert skipped is not None and "--ignore accumulation" in skipped.get("message")
+    assert root.find(".//testcase[@name='nonfinite']/skipped") is None

@@ -183,7 +183,7 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
     ratio = last / norms[0] if norms[0] else math.inf
     who = family_prefix(len(members), family_size, fam)
     message = (
-        f"{who}differs from pass 1 from pass {first} on; norm {norms[0]:.4g} → {last:.4g} "
+        f"{who}from pass {first} on, differs from pass 1; norm {norms[0]:.4g} → {last:.4g} "
         f"(×{ratio:.3g} by pass {len(norms)}); {_SHAPES[shape]}"
     )
     seeds = _uncleared_seeds(trace)

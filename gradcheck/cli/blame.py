@@ -6,19 +6,19 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, format_option
+from gradcheck.cli.reporting import IGNORE, OUTPUT, SELECT, VERBOSE, format_option
 from gradcheck.cli.run import DEVICE_HELP, GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
 
 
 def blame(
-    specs: list[str] = typer.Argument(..., help="scenario: built-in name, path.py[:Name], package.module[:attr]"),
+    specs: list[str] = typer.Argument(..., metavar="SPEC...", help="built-in name, file.py[:Name], pkg.mod:Name"),
     device: str = typer.Option(None, "--device", help=DEVICE_HELP),
     fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
     settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
     fmt: OutputFormat = format_option("blame"),
-    output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
+    output: Path = OUTPUT,
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     select: list[str] = SELECT,
     ignore: list[str] = IGNORE,

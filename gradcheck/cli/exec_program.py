@@ -33,7 +33,10 @@ def exec_program(
     module: str = typer.Option(None, "-m", metavar="MODULE", help="run a module, as python -m MODULE"),
     fmt: OutputFormat = format_option("exec"),
     output: Path = typer.Option(
-        None, "--output", help="write the report to FILE instead of stdout (refreshed at most once a second)"
+        None,
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE instead of stdout (refreshed at most once a second)",
     ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     select: list[str] = SELECT,

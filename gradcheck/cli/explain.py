@@ -41,5 +41,9 @@ def explain_document(name: str | None):
         return ExplainDoc(tuple(CheckText(n, m.SUMMARY) for n, m in BY_NAME.items()))
     module = BY_NAME.get(name)
     if module is None:
-        raise UsageError(f"unknown check {name!r}; checks: {', '.join(BY_NAME)}")
+        import difflib
+
+        close = difflib.get_close_matches(name, BY_NAME, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(f"unknown check {name!r}; {hint}checks: {', '.join(BY_NAME)}")
     return ExplainDoc((CheckText(module.NAME, module.SUMMARY, module.EXPLAIN.strip()),))

@@ -7,7 +7,17 @@ from pathlib import Path
 import typer
 
 from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr
-from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, deliver, format_option, judged, suppressions, usage_exit
+from gradcheck.cli.reporting import (
+    IGNORE,
+    OUTPUT,
+    SELECT,
+    VERBOSE,
+    deliver,
+    format_option,
+    judged,
+    suppressions,
+    usage_exit,
+)
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model import dataflow
 from gradcheck.model.errors import UsageError
@@ -32,7 +42,7 @@ def run(
     fault: str = typer.Option(None, "--fault", help="run a fault variant (see `gradcheck list`)"),
     settings: list[str] = typer.Option(None, "--set", metavar="KEY=VALUE", help="scenario option; repeatable"),
     fmt: OutputFormat = format_option("run"),
-    output: Path = typer.Option(None, "--output", help="write the report to FILE instead of stdout"),
+    output: Path = OUTPUT,
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     select: list[str] = SELECT,
     ignore: list[str] = IGNORE,

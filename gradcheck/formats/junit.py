@@ -42,17 +42,22 @@ def _scenario(suites, result, report) -> None:
     suite = ET.SubElement(suites, "testsuite", name=label)
     bad = result.failing(report.fail_on)
     checks = report.checks or tuple(dict.fromkeys(f.check for f in result.findings))
-    failures = 0
+    failures = skipped = 0
     for check in checks:
         case = ET.SubElement(suite, "testcase", classname=label, name=check)
         mine = [f for f in bad if f.check == check]
+        silenced = [f for f in result.ignored if f.check == check]
+        if silenced and not any(f.check == check for f in result.findings):  # judged by the user: not a pass
+            why = "; ".join(dict.fromkeys(f.ignored_by or "ignored" for f in silenced))
+            ET.SubElement(case, "skipped", message=_clean(f"{len(silenced)} finding(s) suppressed: {why}"))
+            skipped += 1
         if mine:
             failure = ET.SubElement(case, "failure", message=_clean(f"{len(mine)} finding(s)"), type=check)
             failure.text = _clean(
                 "\n".join(f"{f.severity.label} {f.subject}: {f.message} (fix: {f.hint})" for f in mine)
             )
             failures += 1
-    _counts(suite, tests=len(checks), failures=failures)
+    _counts(suite, tests=len(checks), failures=failures, skipped=skipped)
 
 
 def _selftest(suites, doc) -> None:

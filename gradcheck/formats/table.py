@@ -112,9 +112,9 @@ def _params(console, result, verbose: bool) -> None:
     if result.clip:
         params.add_column("clipped", justify="right", no_wrap=True)
     params.add_column("verdict", overflow="fold", ratio=1)
-    families = [
-        (members, _verdicts(members)) for members in group_by_family(result.params, key=lambda p: p.subject).values()
-    ]
+    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
+    by_family = group_by_family(result.params, key=lambda p: p.subject).values()
+    families = [(members, _verdicts(members, silenced)) for members in by_family]
     shown = families if verbose else _first_rows(families, PARAM_ROWS)
     for members, verdicts in shown:
         params.add_row(*_param_cells(members, verdicts, result.clip))
@@ -124,8 +124,9 @@ def _params(console, result, verbose: bool) -> None:
         console.print(f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)")
 
 
-def _verdicts(members) -> list[str]:
-    return sorted({v for m in members for v in m.verdict.split(", ") if v != "ok"})
+def _verdicts(members, silenced=frozenset()) -> list[str]:
+    """The checks that flag these params, less those whose every finding the user suppressed."""
+    return sorted({v for m in members for v in m.verdict.split(", ") if v != "ok" and v not in silenced})
 
 
 def _first_rows(families, limit: int):
