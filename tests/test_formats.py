@@ -164,6 +164,7 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_2(command):
     assert "cannot write the report to stdout" in _one_error_line(proc)
 
 
+@pytest.mark.slow  # NVRTC compiles are never cached: ~5 s; test_doctor.py proves the compile in the fast lane
 def test_doctor_writes_its_output_file(tmp_path):
     target = tmp_path / "doctor.json"
     proc = cli("doctor", "--cuda-arch", "80", "--format", "json", "--output", str(target), timeout=300)

@@ -214,8 +214,9 @@ def _default_view(scenario: str, fault: str | None, *extra: str) -> str:
     return proc.stdout
 
 
-# the longest views before findings were grouped: 187, 169 and 63 lines
-LONGEST = [("cartpole", "zero-before-backward"), ("cartpole", "no-zero"), ("lights", "backward-off")]
+# among the longest views before findings were grouped (169 and 63 lines; the longest now, 56)
+# (zero-before-backward, the same cartpole's other leak, is in the slow lane's every-fault test: ~7 s cold or warm)
+LONGEST = [("cartpole", "no-zero"), ("lights", "backward-off")]
 
 
 @pytest.mark.parametrize("scenario,fault", LONGEST)
