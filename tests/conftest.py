@@ -71,9 +71,32 @@ def wait_for(condition, *, within: float, what: str, proc: subprocess.Popen | No
         time.sleep(POLL_S)
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (children, theirs, ...), from /proc; empty where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
 def stop(proc: subprocess.Popen) -> None:
-    """A test's cleanup: ``proc`` killed if a failed assertion left it running, so it cannot outlive its test."""
+    """A test's cleanup: ``proc`` and every process under it (a worker, a scenario's child) killed if a failed
+    assertion left them running, so none outlives its test."""
     if proc.poll() is None:
+        for pid in _descendants(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         proc.kill()
         proc.communicate(timeout=60)
 

@@ -16,6 +16,7 @@ from conftest import TESTS, cli, exec_json
 from gradcheck.model.exit_codes import ExitCode
 
 LOOP = str(TESTS / "programs" / "exec" / "training_loop.py")
+LOOP_ITERATIONS = 5  # training_loop.py's default --iterations: one backward each (two with --mistake accumulate)
 BACKWARD_LINE = next(i for i, line in enumerate(open(LOOP), 1) if "tape.backward(loss)" in line)
 
 
@@ -46,7 +47,7 @@ def test_a_correct_loop_gets_a_clean_audit(mistake):
     """Deliberate accumulation (two backwards at the same params, then one step) is not a mistake."""
     result = audit("--mistake", mistake)
     assert found(result) == []
-    assert result.passes == (10 if mistake == "accumulate" else 5)
+    assert result.passes == LOOP_ITERATIONS * (2 if mistake == "accumulate" else 1)
     # x is a parameter because the loop updates it from its gradient; b is a leaf nothing updates (not shown)
     assert [(p.subject, p.role) for p in result.params] == [("x.grad", "updated")]
     assert len(result.params[0].norms) == result.passes
@@ -102,7 +103,7 @@ def test_a_dangling_pointer_stops_the_program_before_backward_writes_through_it(
     assert all(f.evidence["passes"][0] == 1 for f in dangling)
     assert result.error is None
     if keep_going:
-        assert run.status in (None, 0) and result.passes == 5 and "were not launched" in result.notes[0]
+        assert run.status in (None, 0) and result.passes == LOOP_ITERATIONS and "were not launched" in result.notes[0]
     else:
         assert (
             run.stopped and result.passes == 1 and "gradcheck stopped the program before backward #1" in result.notes[0]
@@ -110,13 +111,14 @@ def test_a_dangling_pointer_stops_the_program_before_backward_writes_through_it(
 
 
 def test_the_cli_runs_the_program_with_its_arguments_and_reports_after_it():
-    proc = cli("exec", "--format", "json", LOOP, "--mistake", "new-tape-zero", "--iterations", "4")
+    iterations = 4
+    proc = cli("exec", "--format", "json", LOOP, "--mistake", "new-tape-zero", "--iterations", str(iterations))
     assert proc.returncode == ExitCode.FINDINGS, proc.stderr[-2000:]
     program_output, _, report = proc.stdout.partition("{\n")
     assert program_output.startswith("loss") or "loss" in program_output  # the program's own print, untouched
     data = json.loads("{\n" + report)
     (scenario,) = data["scenarios"]
-    assert scenario["name"] == LOOP and scenario["passes"] == 4
+    assert scenario["name"] == LOOP and scenario["passes"] == iterations
     assert {f["check"] for f in scenario["findings"]} == {"accumulation", "zero-audit"}
 
 
@@ -265,6 +267,7 @@ def test_gradients_of_structs_and_ints_are_no_internal_error(tmp_path):
 
 
 BORROWED = str(TESTS / "programs" / "exec" / "borrowed_memory.py")
+BORROWED_STEPS = 6  # borrowed_memory.py's default --steps: one backward each
 
 
 @pytest.mark.parametrize(
@@ -285,7 +288,7 @@ def test_arrays_on_borrowed_memory_are_read_only_while_their_owner_lives(args, e
     result, run = audit_program(BORROWED, list(args))
     assert run.status in (None, 0), run.error
     assert [(f.check, f.subject) for f in result.findings if f.severity.label != "info"] == expected
-    assert result.passes == 6
+    assert result.passes == BORROWED_STEPS
     not_read = [n for n in result.notes if "do not own" in n]
     assert bool(not_read) == (args[1] == "fresh")
 

@@ -896,8 +896,11 @@ SPECIFIC = {
 }
 
 
+LARGE = 40  # the battery's floor: a case removed by mistake shows here, not as a silently passing suite
+
+
 def test_the_battery_is_large_and_every_case_checks_something_of_its_own_or_prints_what_it_checks():
-    assert len(CASES) >= 40 and len({c.name for c in CASES}) == len(CASES)
+    assert len(CASES) >= LARGE and len({c.name for c in CASES}) == len(CASES)
     assert set(SPECIFIC) <= {c.name for c in CASES}
     for case in CASES:
         assert case.name in SPECIFIC or case.expect or case.files, case.name

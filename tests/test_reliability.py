@@ -19,9 +19,11 @@ import pytest
 from conftest import POLL_S, ROOT, SCENARIOS, by_check, cli, cli_json, default_sigint, run_scenario, stop, wait_for
 
 from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.options import RunOptions
 
 ENDS = str(SCENARIOS / "ends_gradcheck.py")
 FINISHES = ENDS + ":Finishes"
+ENDS_LOSS = 0.5 * (1.0 + 4.0 + 9.0)  # ends_gradcheck's loss on a clean pass: 0.5 * sum(x * x), x = [1, 2, 3]
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -39,15 +41,20 @@ def assert_clean_failure(proc, code: int) -> None:
 
 def test_a_scenario_calling_sys_exit_is_a_scenario_error_with_the_report():
     """sys.exit(0) in forward() used to exit 0 with no report: CI green with nothing checked."""
+    passes, at_pass = 4, 3
     proc, data = cli_json(
-        "run", FINISHES, ENDS, "--set", "action=exit0", "--set", "at_pass=3", "--passes", "4", "--device", "cpu"
-    )
+        "run", FINISHES, ENDS, "--set", "action=exit0", "--set", f"at_pass={at_pass}", "--passes", str(passes),
+        "--device", "cpu",
+    )  # fmt: skip
     assert_clean_failure(proc, ExitCode.SCENARIO_ERROR)
     finished, failed = data["scenarios"]
-    assert finished["status"] != "error" and finished["passes"] == 4
-    assert failed["error"].startswith("ends-gradcheck: forward() raised SystemExit(0) (sys.exit) on pass 3 of 4")
+    assert finished["status"] != "error" and finished["passes"] == passes
+    assert failed["error"].startswith(
+        f"ends-gradcheck: forward() raised SystemExit(0) (sys.exit) on pass {at_pass} of {passes}"
+    )
     assert "not end the process" in failed["error"]
-    assert failed["passes"] == 2 and failed["losses"] == [7.0, 7.0]  # the passes that finished are kept
+    finished_passes = at_pass - 1  # the passes that finished are kept
+    assert failed["passes"] == finished_passes and failed["losses"] == [ENDS_LOSS] * finished_passes
     assert [p["name"] for p in failed["params"]] == ["x"]
 
 
@@ -323,7 +330,8 @@ def test_a_stop_request_reports_what_finished_and_ends_the_worker_group(tmp_path
         assert time.monotonic() - started < STOPS_WITHIN_S
         assert proc.returncode == code and "Traceback" not in err, err[-2000:]
         data = json.loads(out)
-        assert [s["name"] for s in data["scenarios"]] == ["finishes"] and data["scenarios"][0]["passes"] == 5
+        finished = data["scenarios"]
+        assert [s["name"] for s in finished] == ["finishes"] and finished[0]["passes"] == RunOptions().passes
         assert data["error"].startswith("interrupted by") and "1 of 2 scenario(s) finished" in data["error"]
         if extra:
             assert not _alive(sleeper), "the scenario's child process outlived the worker"
