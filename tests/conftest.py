@@ -17,6 +17,19 @@ SCENARIOS = TESTS / "scenarios"
 ROOT = TESTS.parent
 
 
+SLOW_TIMEOUT_S = 1800  # a slow-lane test's deadline; the fast lane's is pyproject's `timeout = 600`
+
+
+def pytest_collection_modifyitems(config, items):
+    """pytest-timeout (the dev extra) gives every test a deadline; the long runs of the slow lane get a longer one
+    unless they set their own. Nothing to do where the plugin is not installed (the compat venvs)."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _warp_defaults_to_the_cpu():
     """In-process tests run on the CPU, as in CI, also on a machine with a GPU: there Warp's default device is
