@@ -164,6 +164,39 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_2(command):
     assert "cannot write the report to stdout" in _one_error_line(proc)
 
 
+@pytest.mark.parametrize(
+    ("args", "verdict"),
+    [(["explain"], ExitCode.OK), (list(QUICK_RUN), ExitCode.FINDINGS), (["explain", "--bogus"], ExitCode.USAGE)],
+    ids=["explain", "run-with-findings", "usage-error"],
+)
+def test_a_reader_that_went_away_is_quiet_and_the_verdict_stands(args, verdict):
+    """`gradcheck run ... | head -3`: the reader took what it wanted. No traceback, no error line about the pipe,
+    and the exit code is still the verdict, so `set -o pipefail` in CI sees findings as findings."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: every write meets EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradcheck", *args, "--format", "json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == verdict, proc.stderr
+    assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("gradcheck: ")] == (
+        ["gradcheck: error: No such option: --bogus; see `gradcheck explain --help`"]
+        if verdict == ExitCode.USAGE
+        else []
+    )
+
+
 @pytest.mark.slow  # NVRTC compiles are never cached: ~5 s; test_doctor.py proves the compile in the fast lane
 def test_doctor_writes_its_output_file(tmp_path):
     target = tmp_path / "doctor.json"

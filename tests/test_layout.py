@@ -201,3 +201,20 @@ def test_every_file_and_function_is_small():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
                 long_functions.append(f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert not long_files and not long_functions, "\n".join(long_files + long_functions)
+
+
+def test_every_package_ships_in_a_plain_install():
+    """`[tool.setuptools] packages` is an explicit list (scenarios/ installs as gradcheck.scenarios), so a new
+    subpackage missing from it works in the editable install every test uses and is absent after `pip install .`
+    (as gradcheck.examples once was: `python -m gradcheck.examples.torch_warp_train` failed)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {"gradcheck.scenarios"} | {
+        ".".join(("gradcheck", *init.parent.relative_to(PACKAGE).parts)).rstrip(".")
+        for init in PACKAGE.rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert packages - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"

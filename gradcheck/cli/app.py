@@ -73,6 +73,11 @@ def main() -> None:
             code = run_fast(args[1:])
         if code is None:
             code = app(prog_name="gradcheck", args=args, standalone_mode=False)
+    except BrokenPipeError:  # a reader that went away outside deliver() (help text | head): no traceback
+        from gradcheck.cli.reporting import discard_stdout
+
+        discard_stdout()
+        code = 1
     except Exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `gradcheck` alone: the help, as Typer shows it
             exc.show()
@@ -81,7 +86,4 @@ def main() -> None:
             code = usage_failure(exc.format_message(), args, exc.exit_code)  # Click's UsageError and friends
         else:
             raise
-    except BrokenPipeError:  # the reader went away (| head): nothing more to say, and no traceback
-        sys.stderr.close()
-        code = 1
     sys.exit(code or 0)

@@ -106,8 +106,9 @@ def _written(output: Path, text: str) -> bool:
 
 def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> None:
     """``document`` in ``fmt`` to ``output`` (plain, 100 columns) or stdout (terminal width and colour). A write
-    that fails is one error line and Exit(2); a reader that went away (``| head``) raises BrokenPipeError, which
-    the console script turns into a quiet exit."""
+    that fails is one error line and Exit(2). A reader that went away (``| head``) read what it wanted: the
+    rest is dropped quietly and the command still ends with its verdict's exit code (``set -o pipefail`` in CI
+    sees the verdict, not an error that never happened)."""
     if output is not None:
         write_atomically(output, render(document, fmt, color=False, width=100, verbose=verbose))
         return
@@ -120,9 +121,9 @@ def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> Non
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        raise
+        discard_stdout()
     except OSError as exc:
-        _discard_stdout()
+        discard_stdout()
         error_line(f"cannot write the report to stdout: {exc.strerror or exc}; give --output FILE")
         raise typer.Exit(int(ExitCode.USAGE)) from None
 
@@ -156,7 +157,7 @@ def _requested_format(args: list[str]) -> str | None:
     return None
 
 
-def _discard_stdout() -> None:
+def discard_stdout() -> None:
     """After a failed write, what is still buffered would fail again at exit (a second message, a traceback):
     point fd 1 at /dev/null and drop it there."""
     try:
