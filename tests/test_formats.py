@@ -147,19 +147,24 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(command):
     assert "cannot write --output '/dev/full'" in _one_error_line(proc)
 
 
+def _cli_to(stdout, *args: str):
+    """The CLI with its stdout on ``stdout`` (a file or descriptor the test chose), stderr captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "gradcheck", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 @pytest.mark.parametrize("command", ["explain", "run"])
 def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_2(command):
     args = {"explain": ["explain"], "run": list(QUICK_RUN)}[command]
     with open("/dev/full", "w") as full:
-        proc = subprocess.run(
-            [sys.executable, "-m", "gradcheck", *args],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _cli_to(full, *args)
     assert proc.returncode == ExitCode.USAGE
     assert "cannot write the report to stdout" in _one_error_line(proc)
 
@@ -177,15 +182,7 @@ def test_a_reader_that_went_away_is_quiet_and_the_verdict_stands(args, verdict):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte: every write meets EPIPE
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "gradcheck", *args, "--format", "json"],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _cli_to(write_end, *args, "--format", "json")
     finally:
         os.close(write_end)
     assert proc.returncode == verdict, proc.stderr

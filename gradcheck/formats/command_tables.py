@@ -8,19 +8,7 @@ from __future__ import annotations
 
 import io
 
-
-def _console(buffer, color: bool, width: int):
-    from rich.console import Console
-
-    return Console(
-        file=buffer,
-        width=width,
-        force_terminal=color,
-        no_color=not color,
-        color_system="standard" if color else None,
-        highlight=False,
-        emoji=False,
-    )
+from gradcheck.formats.table import text_console
 
 
 def _escape(text) -> str:
@@ -38,7 +26,7 @@ def _table(**kwargs):
 
 def _printed(renderables, color: bool, width: int) -> str:
     buffer = io.StringIO()
-    console = _console(buffer, color, width)
+    console = text_console(buffer, color, width)
     for item in renderables:
         console.print(item, markup=False) if isinstance(item, str) else console.print(item)
     return buffer.getvalue()

@@ -20,13 +20,12 @@ BLAME_ROWS = 8  # kernels of the per-launch adjoint test the default view lists 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
-    """The report as text. ``verbose``: every finding on its own row with its full message, every param
-    family and every kernel; the default view groups and counts them so a run's report fits one screen."""
+def text_console(buffer, color: bool, width: int):
+    """A Rich console writing into ``buffer``: ``width`` columns, ANSI colour only when asked, no guessing at
+    highlights or emoji in program text (a subject like ``states[5]`` must print as written)."""
     from rich.console import Console
 
-    buffer = io.StringIO()
-    console = Console(
+    return Console(
         file=buffer,
         width=width,
         force_terminal=color,
@@ -35,6 +34,13 @@ def render(report, *, color: bool = False, width: int = 100, verbose: bool = Fal
         highlight=False,
         emoji=False,
     )
+
+
+def render(report, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
+    """The report as text. ``verbose``: every finding on its own row with its full message, every param
+    family and every kernel; the default view groups and counts them so a run's report fits one screen."""
+    buffer = io.StringIO()
+    console = text_console(buffer, color, width)
     env = report.environment
     versions = ", ".join(f"{k} {env[k]}" for k in ("gradcheck", "warp", "newton") if env.get(k))
     console.print(f"gradcheck report — device {env.get('device') or '?'} — {versions}", markup=False)
