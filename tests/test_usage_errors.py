@@ -100,6 +100,7 @@ def assert_usage(result, *needles: str) -> str:
         (["run", "{marked}", "rollout", "--fault", "f1", "--timeout", "120"], "unknown fault 'f1'"),
         (["sweep", "{marked}", "--set", "n=1,2", "--fault", "nope"], "unknown fault 'nope' for scenario 'marked'"),
         (["sweep", "{marked}", "--set", "n=1,2", "--set", "steps=3"], "unknown option --set steps=…"),
+        (["sweep", "{marked}", "--set", "n=1,2", "--set", "n=3"], "--set n is given twice (n=1,2, then n=3)"),
     ],
 )
 def test_every_spec_is_checked_before_any_scenario_sets_up(tmp_path, command, needle):

@@ -35,7 +35,7 @@ def sweep(
         check_supported("sweep", fmt)
         check_writable(output)
         check_writable(plot_file, "--plot")
-        parsed = parse_settings(settings or [])
+        parsed = parse_settings(settings or [], once=True)
         with stdout_to_stderr():
             key, rows, used_device, stopped = sweeping.run_sweep(spec, parsed, device, fault)
         if plot_file is not None and rows:

@@ -161,14 +161,21 @@ class RunOptions:
                 raise UsageError(f"{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
 
 
-def parse_settings(items) -> dict[str, str]:
-    """``--set KEY=VALUE`` items as a dict (later keys win)."""
+def parse_settings(items, *, once: bool = False) -> dict[str, str]:
+    """``--set KEY=VALUE`` items as a dict. Later keys win (a script's default, then the caller's override),
+    except with ``once``: sweep's one comma list must not be replaced unseen by a later ``--set`` of its key."""
     settings: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"malformed --set {item!r}; write --set KEY=VALUE (e.g. --set steps=100)")
-        settings[key.strip()] = value
+        key = key.strip()
+        if once and key in settings:
+            raise UsageError(
+                f"--set {key} is given twice ({key}={settings[key]}, then {key}={value}); give each key once, "
+                f"the swept one as --set {key}=V1,V2,..."
+            )
+        settings[key] = value
     return settings
 
 
