@@ -20,6 +20,7 @@ LOOP = str(ROOT / "tests" / "programs" / "exec" / "training_loop.py")  # --mista
 QUICK_RUN = ("run", RETAIN, "--fault", "no-zero", "--passes", "3")
 QUICK_EXEC = ("exec", LOOP, "--mistake", "new-tape-zero")
 PASS_FAIL_COMMANDS = {"run", "blame", "exec", "ci", "selftest"}
+RUN_ONLY_CHECKS = {"fd-mismatch", "stateful-forward", "reentrancy"}  # README: the one difference between run and exec
 
 
 def _junit(text: str):
@@ -71,6 +72,22 @@ def test_run_and_exec_as_junit_name_the_failing_check():
         failed = [case.get("name") for case in root.iter("testcase") if case.find("failure") is not None]
         assert failed == ["accumulation"], xml
         assert int(root.get("tests")) == len(list(root.iter("testcase")))
+        skipped = {case.get("name"): case.find("skipped").get("message") for case in root.iter("testcase")
+                   if case.find("skipped") is not None}  # fmt: skip
+        if args is QUICK_RUN:
+            assert skipped == {}
+        else:  # a program runs once: what needs the forward again has no evidence, and must not read as a pass
+            assert set(skipped) == RUN_ONLY_CHECKS | {"adjoint-mismatch"}, xml
+            assert all(
+                why.startswith("needs gradcheck run") for name, why in skipped.items() if name in RUN_ONLY_CHECKS
+            )
+            assert "exec --blame" in skipped["adjoint-mismatch"]
+
+
+def test_exec_blame_judges_adjoint_mismatch():
+    from gradcheck.checks import not_judged_under_exec
+
+    assert set(not_judged_under_exec(blame=True)) == RUN_ONLY_CHECKS
 
 
 def test_ci_prints_junit_as_its_format_too(tmp_path):

@@ -54,6 +54,15 @@ REGISTRY = (
 BY_NAME = {module.NAME: module for module in REGISTRY}
 
 
+def not_judged_under_exec(*, blame: bool) -> dict[str, str]:
+    """The checks a program run once under ``exec`` gives no evidence to, each with why (its ``UNDER_EXEC``):
+    a JUnit consumer must see them skipped, not passed. ``adjoint-mismatch`` is judged when --blame ran."""
+    skipped = {m.NAME: m.UNDER_EXEC for m in REGISTRY if getattr(m, "UNDER_EXEC", None)}
+    if blame:
+        skipped.pop(adjoint_mismatch.NAME, None)
+    return skipped
+
+
 def run_checks(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     """Every registered check on ``trace``, errors first; a check that raises becomes one internal-error finding."""
     findings: list[Finding] = []

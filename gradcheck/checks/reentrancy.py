@@ -13,6 +13,8 @@ from gradcheck.model.trace import Trace
 
 NAME = "reentrancy"
 SUMMARY = "backward run twice on the same tape must give the same gradients"
+# what exec cannot give it (JUnit lists it as skipped with this reason, never as a pass)
+UNDER_EXEC = "needs gradcheck run: it replays a backward on the same tape, which only a scenario can offer"
 
 EXPLAIN = """
 What it means: running backward twice on the same tape (gradients zeroed between) gives different gradients:

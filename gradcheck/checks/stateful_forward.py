@@ -14,6 +14,8 @@ from gradcheck.model.trace import Trace
 
 NAME = "stateful-forward"
 SUMMARY = "the same params must give the same loss on every call of forward()"
+# what exec cannot give it (JUnit lists it as skipped with this reason, never as a pass)
+UNDER_EXEC = "needs gradcheck run: it calls forward() again with the same params, and a program runs once"
 
 EXPLAIN = """
 What it means: gradcheck restored every param before each pass, yet the loss changed between passes: forward()

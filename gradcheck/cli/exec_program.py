@@ -67,6 +67,7 @@ def exec_program(
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
     in full, then sampled pairs; --audit-every 1 for all)."""
+    from gradcheck.checks import not_judged_under_exec
     from gradcheck.engine.program_audit import audit_program
     from gradcheck.model import dataflow
     from gradcheck.model.options import CheckOptions
@@ -82,7 +83,9 @@ def exec_program(
     from gradcheck.cli.output import KeptStdio
 
     stdio = KeptStdio(report_on_stdout=output is None)
-    refresher = _Refresher(output, fmt, fail_on, rules) if output is not None and is_regular_target(output) else None
+    unjudged = not_judged_under_exec(blame=blame or blame_at is not None)  # JUnit: skipped, not passed
+    refreshing = output is not None and is_regular_target(output)
+    refresher = _Refresher(output, fmt, fail_on, rules, unjudged) if refreshing else None
     with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
         result, run = audit_program(
             target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
@@ -91,7 +94,7 @@ def exec_program(
         )  # fmt: skip
     if refresher is not None:
         refresher.close()
-    report = judged(_report(result, run, fail_on, debug), rules)
+    report = judged(_report(result, run, fail_on, debug), rules, unjudged)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
     code = _deliver(report, fmt, output, stdio, stopped, verbose)
     if graph is not None and not draw_graph(
@@ -181,8 +184,8 @@ class _Refresher:
     never reaches its end (``os._exit``, SIGKILL) still leaves its last audit on disk. Failures are silent: the
     final write says them. Closed before the final write, so no late refresh can replace it."""
 
-    def __init__(self, output: Path, fmt: OutputFormat, fail_on: FailOn, rules) -> None:
-        self.output, self.fmt, self.fail_on, self.rules = output, fmt, fail_on, rules
+    def __init__(self, output: Path, fmt: OutputFormat, fail_on: FailOn, rules, unjudged: dict[str, str]) -> None:
+        self.output, self.fmt, self.fail_on, self.rules, self.unjudged = output, fmt, fail_on, rules, unjudged
         self._lock = threading.Lock()
         self._closed = False
 
@@ -195,7 +198,7 @@ class _Refresher:
         from gradcheck.model.report import Report
 
         report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(self.fail_on))
-        report = judged(report, self.rules)
+        report = judged(report, self.rules, self.unjudged)
         text = render(report, self.fmt, color=False, width=100)
         with self._lock:
             if not self._closed:

@@ -178,10 +178,11 @@ def suppressions(select: list[str] | None, ignore: list[str] | None):
     return configured(Path.cwd(), BY_NAME).merged(select or (), ignore or (), BY_NAME)
 
 
-def judged(report, rules):
-    """The report as the user reads it: suppressed findings moved aside, every registered check named (JUnit)."""
+def judged(report, rules, not_judged: dict[str, str] | None = None):
+    """The report as the user reads it: suppressed findings moved aside, every registered check named (JUnit),
+    with the ones the driver gave no evidence to (``not_judged``: check -> why) kept apart from the passes."""
     from dataclasses import replace
 
     from gradcheck.checks import BY_NAME
 
-    return replace(rules.apply(report), checks=tuple(BY_NAME))
+    return replace(rules.apply(report), checks=tuple(BY_NAME), not_judged=dict(not_judged or {}))

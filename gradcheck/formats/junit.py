@@ -2,7 +2,8 @@
 testcase per check) and selftest (one testsuite, one testcase per variant).
 
 A check with findings at or above --fail-on (not accepted by a baseline; suppressed ones are gone from
-``findings``) is a <failure>; a scenario that crashed, hung or could not load is one testcase with an <error>;
+``findings``) is a <failure>; a check the driver gave no evidence to (under exec, the ones that re-run the
+forward) or whose findings were all suppressed is <skipped>, never a pass; a scenario that crashed, hung or could not load is one testcase with an <error>;
 a usage error is one testsuite with one <error>. Built with ElementTree; characters XML 1.0 forbids are dropped.
 """
 
@@ -45,6 +46,10 @@ def _scenario(suites, result, report) -> None:
     failures = skipped = 0
     for check in checks:
         case = ET.SubElement(suite, "testcase", classname=label, name=check)
+        if check in report.not_judged and not any(f.check == check for f in result.findings + result.ignored):
+            ET.SubElement(case, "skipped", message=_clean(report.not_judged[check]))  # no evidence: not a pass
+            skipped += 1
+            continue
         mine = [f for f in bad if f.check == check]
         silenced = [f for f in result.ignored if f.check == check]
         if silenced and not any(f.check == check for f in result.findings):  # judged by the user: not a pass

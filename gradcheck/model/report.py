@@ -225,7 +225,8 @@ class Report:
     fail_on: Severity = Severity.ERROR
     error: str | None = None  # a usage error that stopped the run before any scenario
     error_code: ExitCode | None = None
-    checks: tuple[str, ...] = ()  # the checks that judged it, in registry order (JUnit: one testcase each)
+    checks: tuple[str, ...] = ()  # every registered check, in registry order (JUnit: one testcase each)
+    not_judged: Mapping[str, str] = field(default_factory=dict)  # check -> why it saw no evidence (exec's run-only)
 
     @property
     def exit_code(self) -> ExitCode:
