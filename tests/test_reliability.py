@@ -118,9 +118,13 @@ def test_the_api_refuses_what_the_cli_refuses():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "spring-chain", "--passes", "abc"], "Invalid value for '--passes'"),
+        (["run", "spring-chain", "--passes", "abc"], "--passes must be a whole number, got 'abc'"),
+        (["run", "spring-chain", "--max-norm=big"], "--max-norm must be a number, got 'big'"),
         (["run", "spring-chain", "--bogus"], "No such option: --bogus"),
-        (["run", "spring-chain", "--format=json", "--fail-on", "warn"], "Invalid value for '--fail-on'"),
+        (
+            ["run", "spring-chain", "--format=json", "--fail-on", "warn"],
+            "--fail-on: 'warn' is not one of 'error', 'warning'",
+        ),
     ],
 )
 def test_a_command_line_the_parser_rejects_still_gives_json(args, message):

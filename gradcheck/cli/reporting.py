@@ -9,6 +9,7 @@ exit 2 in every command, never a silent exit 0 or a traceback.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -138,10 +139,45 @@ def usage_failure(message: str, args: list[str], code: int = int(ExitCode.USAGE)
     kind = KIND_OF_COMMAND.get(command, command)
     if "'--format'" in message and fmt not in supported_formats(command):  # Click lists every format there is
         message = f"--format {fmt!r} is not one gradcheck {command} prints; use {_either(supported_formats(command))}"
+    else:
+        message = _plain(message, args)
     error_line(f"{message.strip().rstrip('.')}; see `{where}`")
     if kind in RENDERERS and fmt in supported_formats(command) and fmt != OutputFormat.table.value:
         deliver(usage_document(command, message.strip()), fmt, None)
     return code
+
+
+_INVALID = re.compile(r"Invalid value for '(?P<option>-[^']+)': (?P<why>.*)", re.S)
+_TYPE_ERRORS = (  # Typer validates through pydantic: its phrasing, in the words of gradcheck's own checks
+    ("Input should be a valid integer", "must be a whole number"),
+    ("Input should be a valid number", "must be a number"),
+    ("Input should be a valid boolean", "must be true or false"),
+)
+
+
+def _plain(message: str, args: list[str]) -> str:
+    """Click/pydantic's "Invalid value for '--passes': Input should be a valid integer, unable to parse string as
+    an integer" as gradcheck says it elsewhere: "--passes must be a whole number, got 'abc'"."""
+    match = _INVALID.match(message.strip())
+    if match is None:
+        return message
+    option, why = match["option"], match["why"].strip().removeprefix("Value error, ")
+    for phrase, plain in _TYPE_ERRORS:
+        if why.startswith(phrase):
+            value = _value_of(option, args)
+            return f"{option} {plain}" + (f", got {value!r}" if value is not None else "")
+    return f"{option}: {why}"
+
+
+def _value_of(option: str, args: list[str]) -> str | None:
+    """The last value given to ``option`` on the command line (``--opt V`` or ``--opt=V``)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(option + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def _either(names) -> str:
