@@ -51,6 +51,7 @@ def test_junit_where_results_are_not_a_suite_is_a_usage_error_naming_the_formats
 def test_table_and_json_for_the_commands_that_print_no_gradient_report(command):
     table = cli(command)
     assert table.returncode == ExitCode.OK and table.stdout.strip(), table.stderr
+    assert not [line for line in table.stdout.splitlines() if line != line.rstrip()], "trailing blanks"
     proc, data = cli_json(command)
     assert proc.returncode == ExitCode.OK
     names = [c["name"] for c in data["checks"]] if command == "explain" else [s["name"] for s in data]

@@ -59,4 +59,7 @@ def check_supported(command: str, fmt) -> None:
 
 
 def render(document, fmt, *, color: bool = False, width: int = 100, verbose: bool = False) -> str:
-    return RENDERERS[document.KIND][OutputFormat(fmt)](document, color=color, width=width, verbose=verbose)
+    text = RENDERERS[document.KIND][OutputFormat(fmt)](document, color=color, width=width, verbose=verbose)
+    if OutputFormat(fmt) is OutputFormat.table and not color:  # Rich pads every cell: no trailing blanks to diff
+        text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return text
