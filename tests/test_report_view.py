@@ -253,3 +253,21 @@ def test_a_params_bare_name_in_the_fix_prose_does_not_split_its_group():
     assert len(group.members) == len(findings)
     own = [Finding("missing-gradient", Severity.ERROR, f"{n}.grad", "m", f"set {n}.requires_grad = True") for n in "ab"]
     assert len(group_findings(own)) == 1  # where the name is used as the subject, it still merges
+
+
+NARROW = (70, 80)  # terminals narrower than the one-screen width (80: the common default)
+
+
+@pytest.mark.parametrize("width", NARROW)
+def test_a_narrow_terminal_folds_names_and_crops_no_verdict(width):
+    """Rich crops a cell whose column cannot shrink: the verdict column was cut to `accumu` at 70 columns. Now
+    the param names yield first (they fold, at 70) and every verdict stays whole; at 80 a name like
+    `states[0].joint_qd.grad` stays whole too."""
+    names = ["states[0].joint_qd.grad", "controls[0].joint_f.grad", "model.body_q.grad"]
+    params = [_param(name, "accumulation, reentrancy") for name in names]
+    lines = table.render(_report(SURVIVING[:2], params=params), color=False, width=width).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("param"))
+    verdict_words = [w for line in lines[start + 1 :] for w in line.split() if w.startswith(("accum", "reentr"))]
+    assert verdict_words[:2] == ["accumulation,", "reentrancy"] and len(verdict_words) == 2 * len(names), lines
+    if width >= 80:
+        assert all(any(name in line for line in lines) for name in names), lines

@@ -109,6 +109,11 @@ def _params(console, result, verbose: bool) -> None:
 
     if not result.params:
         return
+    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
+    by_family = group_by_family(result.params, key=lambda p: p.subject).values()
+    families = [(members, _verdicts(members, silenced)) for members in by_family]
+    shown = families if verbose else _first_rows(families, PARAM_ROWS)
+    rows = [_param_cells(members, verdicts, result.clip) for members, verdicts in shown]
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)
     params.add_column("pass 1", justify="right", no_wrap=True)
@@ -118,16 +123,28 @@ def _params(console, result, verbose: bool) -> None:
     if result.clip:
         params.add_column("clipped", justify="right", no_wrap=True)
     params.add_column("verdict", overflow="fold", ratio=1)
-    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
-    by_family = group_by_family(result.params, key=lambda p: p.subject).values()
-    families = [(members, _verdicts(members, silenced)) for members in by_family]
-    shown = families if verbose else _first_rows(families, PARAM_ROWS)
-    for members, verdicts in shown:
-        params.add_row(*_param_cells(members, verdicts, result.clip))
+    params.columns[0].min_width = _name_width(rows, [str(c.header) for c in params.columns], console.width)
+    for row in rows:
+        params.add_row(*row)
     console.print(params)
     if len(shown) < len(families):
         flagged = sum(1 for _m, v in families if v) - sum(1 for _m, v in shown if v)
         console.print(f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)")
+
+
+def _name_width(rows, headers, width: int) -> int:
+    """The param column's width: its longest word (a name breaks at its " ×N", never inside
+    `states[0].joint_q.grad`), less what the unbreakable number columns and the verdict's longest word need on
+    a narrow terminal (there a name folds, as it must)."""
+    from rich.text import Text
+
+    if not rows:
+        return 1
+    plain = [[Text.from_markup(cell).plain for cell in row] for row in rows]
+    numbers = sum(max(len(headers[i]), *(len(row[i]) for row in plain)) for i in range(1, len(headers) - 1))
+    verdict = max(len(word) for row in plain for word in row[-1].split())
+    name = max(len(word) for row in plain for word in row[0].split())
+    return max(8, min(name, width - numbers - verdict - 2 * (len(headers) - 1)))
 
 
 def _verdicts(members, silenced=frozenset()) -> list[str]:
