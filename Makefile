@@ -22,8 +22,11 @@ run: $(STAMP)
 
 # the contributor's lane: everything but the long runs (target: under 4 minutes on 2 cores from a cold kernel cache;
 # measure with WARP_CACHE_PATH=$(mktemp -d) and --durations=40). Every test has a deadline (pytest-timeout).
+# One worker per core (pytest-xdist); a test file stays on one worker so its module fixtures are built once.
+# Warp's kernel cache is safe to share between processes (a build is renamed into place). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # the long runs, marked `slow`; .ci/run runs both lanes
 test-slow: $(STAMP)

@@ -84,6 +84,7 @@ def test_zero_before_backward_accumulates():
     assert report.exit_code == ExitCode.FINDINGS
 
 
+@pytest.mark.slow  # the state-in-tape fault, 3 full cartpole passes (~10 s); missing-gradient is proven fast in test_pure_warp_detectors
 def test_state_in_tape_reports_missing_gradients():
     result, report = run_scenario("cartpole", fault="state-in-tape", passes=3)
     missing = by_check(result.findings, "missing-gradient")

@@ -152,6 +152,7 @@ def test_failing_scenario_does_not_lose_the_others():
     assert data["scenarios"][1]["error"].startswith("raises: setup() raised RuntimeError")
 
 
+@pytest.mark.slow  # builds and installs a wheel (~12 s, 40 s beside another worker); test_layout checks the package list fast
 def test_builtin_scenarios_run_from_a_non_editable_install(tmp_path):
     """`pip install .` (not editable) must ship the built-in scenarios; run from another directory."""
     import subprocess

@@ -3,11 +3,13 @@ no array of the program alive, and what happens late in a long run is still repo
 
 from __future__ import annotations
 
+import pytest
 from conftest import TESTS
 
 LOOP = str(TESTS / "programs" / "exec" / "churning_batches.py")
 
 
+@pytest.mark.slow  # a long program by design (~11 s)
 def test_a_long_run_with_new_leaves_every_step_is_bounded_and_reports_a_late_nan(capsys):
     from gradcheck.engine.program_audit import ProgramAudit, audit_program
     from gradcheck.observe.log import HISTORY, KEEP_FIRST, KEEP_NOTABLE

@@ -49,6 +49,7 @@ def test_unit_mismatch_is_vanishing_and_only_for_the_anchor():
     assert finding.evidence["sensitivity"] < 1e-10
 
 
+@pytest.mark.slow  # a clean Newton pendulum through FD (~11 s); the nonfinite and explosion faults stay fast
 def test_short_double_pendulum_is_silent():
     result, _ = run_scenario("double-pendulum", passes=2, steps="200")
     assert result.error is None

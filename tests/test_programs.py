@@ -59,6 +59,7 @@ def _loud(result):
     return [(f.check, f.severity.label, f.subject) for f in result.findings if f.severity >= Severity.WARNING]
 
 
+@pytest.mark.slow  # a Newton program against its own FD (~17 s)
 @needs_newton
 def test_newton_spring_cage_gradient_is_correct_and_gradcheck_agrees():
     scenario = _program("newton_spring_cage")
