@@ -30,7 +30,7 @@ test: $(STAMP)
 
 # the long runs, marked `slow`; .ci/run runs both lanes
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow -n $(TEST_WORKERS) --dist loadfile
 
 # One virtual environment per historical warp-lang release (cached under .venv-compat/), where the
 # upstream autodiff bugs gradcheck must catch are live. Newton needs warp-lang >= 1.17, so these get

@@ -138,6 +138,19 @@ def cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: f
     )
 
 
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """The same command through Typer's CliRunner in this process (Warp already initialised): for the many cases
+    whose process-level behaviour (exit status, streams) one subprocess case of the same test already shows."""
+    from typer.testing import CliRunner
+
+    from gradcheck.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["gradcheck", *args], result.exit_code, result.stdout, result.stderr)
+
+
 def exec_json(*args: str, **kwargs):
     """``gradcheck exec --format json ARGS``: (the process, the one scenario of the report after the program's own
     output)."""

@@ -86,7 +86,8 @@ def test_a_replayed_backward_onto_unzeroed_gradients_is_accumulation(device, cap
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("capture", ["both", "forward"])
+# a forward captured with its backward is replayed the same way: the long lane's (two more program pairs)
+@pytest.mark.parametrize("capture", [pytest.param("both", marks=pytest.mark.slow), "forward"])
 @pytest.mark.parametrize(
     ("mistake", "subject", "launches"),
     [

@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT, SCENARIOS, cli, cli_json, run_scenario
+from conftest import ROOT, SCENARIOS, cli, cli_in_process, cli_json, run_scenario
 
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
@@ -89,15 +89,28 @@ def test_unknown_scenario_is_a_usage_error():
         resolve("nope")
 
 
+IN_A_PROCESS = {"unknown scenario 'nope'", "SyntaxError"}
+
+
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
         (["run", "nope"], ExitCode.USAGE, "unknown scenario 'nope'"),
-        (["run", "missing_file.py"], ExitCode.USAGE, "does not exist"),
-        (["run", "cartpole", "--fault", "bogus"], ExitCode.USAGE, "unknown fault 'bogus' for scenario 'cartpole'"),
         (["run", "cartpole", "--set", "steps"], ExitCode.USAGE, "malformed --set 'steps'"),
-        (["run", "cartpole", "--set", "stpes=3"], ExitCode.USAGE, "unknown option --set stpes"),
-        (["run", "cartpole", "--passes", "0"], ExitCode.USAGE, "--passes must be at least 1"),
+        # the same usage errors that test_usage_errors.py and test_options.py prove in-process: a process each here
+        *[
+            pytest.param(*case, marks=pytest.mark.slow)
+            for case in (
+                (["run", "missing_file.py"], ExitCode.USAGE, "does not exist"),
+                (
+                    ["run", "cartpole", "--fault", "bogus"],
+                    ExitCode.USAGE,
+                    "unknown fault 'bogus' for scenario 'cartpole'",
+                ),
+                (["run", "cartpole", "--set", "stpes=3"], ExitCode.USAGE, "unknown option --set stpes"),
+                (["run", "cartpole", "--passes", "0"], ExitCode.USAGE, "--passes must be at least 1"),
+            )
+        ],
         (["run", str(SCENARIOS / "broken_syntax.py")], ExitCode.SCENARIO_ERROR, "SyntaxError"),
         (
             ["run", str(SCENARIOS / "raises_on_import.py")],
@@ -117,7 +130,8 @@ def test_unknown_scenario_is_a_usage_error():
 )
 def test_bad_input_gives_one_line_and_exit_code(args, code, needle):
     device = [] if "--device" in args else ["--device", "cpu"]
-    proc = cli(*args, *device, "--format", "json")
+    in_a_process = needle in IN_A_PROCESS  # one usage error and one scenario error as a user's shell sees them
+    proc = (cli if in_a_process else cli_in_process)(*args, *device, "--format", "json")
     assert proc.returncode == code, (proc.stdout, proc.stderr)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("gradcheck: error:")]
     assert len(errors) == 1, proc.stderr

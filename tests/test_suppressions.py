@@ -138,9 +138,7 @@ def test_ci_ignores_too_and_says_how_many(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         f'[tool.gradcheck]\npasses = 3\nscenarios = [{{ spec = "{RETAIN}", fault = "no-zero" }}]\n'
     )
-    failing = cli("ci", cwd=tmp_path, timeout=300)
-    assert failing.returncode == ExitCode.FINDINGS, failing.stderr
-    proc = cli("ci", "--ignore", "accumulation", cwd=tmp_path, timeout=300)
+    proc = cli("ci", "--ignore", "accumulation", cwd=tmp_path, timeout=300)  # without it: exit 1 (test_ci.py)
     assert proc.returncode == ExitCode.OK, proc.stderr
     summary = " ".join(proc.stdout.split("\n\n")[-1].split())  # the last paragraph, however wide the terminal
     assert "(1 ignored)" in proc.stdout and ", 1 ignored" in summary, proc.stdout

@@ -30,7 +30,7 @@ import warp as wp
 RAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "setup-ran")
 
 
-@wp.kernel
+@wp.kernel(module="unique")  # named by its code, not by this file's folder: compiled once for every copy
 def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
     wp.atomic_add(loss, 0, x[wp.tid()])
 
@@ -96,8 +96,15 @@ def assert_usage(result, *needles: str) -> str:
         (["run", "{marked}", "rollout", "--set", "n=3"], "unknown option --set n=… for scenario 'rollout'"),
         (["blame", "{marked}", "nosuch"], "unknown scenario 'nosuch'"),
         (["run", "{marked}", "{missing}"], "does not exist"),
-        (["run", "{marked}", "nosuch", "--timeout", "120"], "unknown scenario 'nosuch'"),  # worker processes
-        (["run", "{marked}", "rollout", "--fault", "f1", "--timeout", "120"], "unknown fault 'f1'"),
+        # through worker processes (--timeout): a process start each, the long lane's
+        pytest.param(
+            ["run", "{marked}", "nosuch", "--timeout", "120"], "unknown scenario 'nosuch'", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            ["run", "{marked}", "rollout", "--fault", "f1", "--timeout", "120"],
+            "unknown fault 'f1'",
+            marks=pytest.mark.slow,
+        ),
         (["sweep", "{marked}", "--set", "n=1,2", "--fault", "nope"], "unknown fault 'nope' for scenario 'marked'"),
         (["sweep", "{marked}", "--set", "n=1,2", "--set", "steps=3"], "unknown option --set steps=…"),
         (["sweep", "{marked}", "--set", "n=1,2", "--set", "n=3"], "--set n is given twice (n=1,2, then n=3)"),
@@ -423,25 +430,16 @@ def test_a_setup_bug_that_names_no_option_stays_the_scenarios_error(tmp_path):
         "        return None\n"
         "scenario = S\n"
     )
-    bug = subprocess.run(
-        [sys.executable, "-m", "gradcheck", "run", str(path), "--set", "n=3", "--passes", "1"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert bug.returncode == ExitCode.SCENARIO_ERROR, bug.stderr
-    rejected = subprocess.run(
-        [sys.executable, "-m", "gradcheck", "run", str(path), "--set", "n=0", "--passes", "1"],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert rejected.returncode == ExitCode.USAGE and "setup() rejected --set n=0" in rejected.stderr
+    bug = invoke("run", str(path), "--set", "n=3", "--passes", "1", "--device", "cpu")
+    assert bug.exit_code == ExitCode.SCENARIO_ERROR, bug.stderr
+    assert_usage(
+        invoke("run", str(path), "--set", "n=0", "--passes", "1", "--device", "cpu"), "setup() rejected --set n=0"
+    )
 
 
 def test_a_sweep_value_setup_rejects_keeps_the_rows_before_it():
     """steps=5,0: 0 is the user's mistake (exit 2, one line), and the row computed for 5 is still reported."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcheck", "sweep", "rollout", "--set", "steps=5,0", "--format", "json"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == ExitCode.USAGE
-    rows = json.loads(proc.stdout)["rows"]
+    result = invoke("sweep", "rollout", "--set", "steps=5,0", "--format", "json", "--device", "cpu")
+    assert_usage(result, "setup() rejected --set steps=0")
+    rows = json.loads(result.stdout)["rows"]
     assert [(r["value"], r["verdict"]) for r in rows] == [("5", "ok"), ("0", "rejected")]
-    assert "setup() rejected --set steps=0" in proc.stderr
