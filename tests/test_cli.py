@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCENARIOS, cli, cli_json
+from conftest import SCENARIOS, cli, cli_in_process, cli_json
 
 from gradcheck import __version__
 from gradcheck.formats import RENDERERS, OutputFormat
@@ -97,7 +97,7 @@ def test_fail_on_reaches_the_report():
     assert default.returncode == ExitCode.OK, default.stderr
     severities = {(f["check"], f["severity"]) for f in json.loads(default.stdout)["scenarios"][0]["findings"]}
     assert severities == {("vanishing", "warning")}
-    strict = cli(*args, "--fail-on", "warning")
+    strict = cli_in_process(*args, "--fail-on", "warning")  # the same run: only the verdict differs
     assert strict.returncode == ExitCode.FINDINGS
     data = json.loads(strict.stdout)
     assert data["fail_on"] == "warning" and data["exit_code"] == ExitCode.FINDINGS

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SCENARIOS, by_check, cli, run_scenario
+from conftest import SCENARIOS, by_check, cli, cli_in_process, run_scenario
 
 from gradcheck.engine.runner import run_passes
 from gradcheck.model.exit_codes import ExitCode
@@ -143,7 +143,7 @@ def test_fd_bands_are_configurable():
     (finding,) = [f for f in json.loads(strict.stdout)["scenarios"][0]["findings"] if f["check"] == "fd-mismatch"]
     assert finding["severity"] == "warning" and finding["evidence"]["error"] == 0.9  # 0.5 is below the raised band
     assert strict.returncode == ExitCode.OK
-    bad = cli("run", path, "--fd-warn", "0.5", "--fd-error", "0.1", "--device", "cpu")
+    bad = cli_in_process("run", path, "--fd-warn", "0.5", "--fd-error", "0.1", "--device", "cpu")
     assert bad.returncode == ExitCode.USAGE and "--fd-warn (0.5) must be positive and at most --fd-error" in bad.stderr
 
 

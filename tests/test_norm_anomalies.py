@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SCENARIOS, TESTS, by_check, cli, cli_json, run_scenario
+from conftest import SCENARIOS, TESTS, by_check, cli, cli_in_process, cli_json, run_scenario
 
 from gradcheck.engine.pipeline import run
 from gradcheck.model.exit_codes import ExitCode
@@ -97,7 +97,7 @@ def test_clip_norm_reports_both_norms_through_the_cli():
 
 @pytest.mark.parametrize("flag", ["--clip-norm", "--max-norm"])
 def test_non_positive_thresholds_are_usage_errors(flag):
-    proc = cli("run", "spring-chain", flag, "-1", "--device", "cpu")
+    proc = cli_in_process("run", "spring-chain", flag, "-1", "--device", "cpu")  # a process: test_options.py
     assert proc.returncode == ExitCode.USAGE
     assert proc.stderr.strip().splitlines()[-1].startswith(f"gradcheck: error: {flag} must be a positive number")
 
