@@ -138,14 +138,19 @@ def cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: f
     )
 
 
-def cli_in_process(*args: str) -> subprocess.CompletedProcess:
-    """The same command through Typer's CliRunner in this process (Warp already initialised): for the many cases
-    whose process-level behaviour (exit status, streams) one subprocess case of the same test already shows."""
+def invoke(*args: str):
+    """The command through Typer's CliRunner in this process (Warp already initialised): Click's Result."""
     from typer.testing import CliRunner
 
     from gradcheck.cli.app import app
 
-    result = CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app, list(args))
+
+
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """``invoke`` shaped as ``cli``'s result: for the many cases whose process-level behaviour (exit status,
+    streams) one subprocess case of the same test already shows."""
+    result = invoke(*args)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(["gradcheck", *args], result.exit_code, result.stdout, result.stderr)

@@ -138,16 +138,15 @@ class Case:
     exec_rc: int | None = None  # exec's exit code when it is not the mapping of python's
     runs: bool = True  # False: gradcheck refuses before the program runs
     known: str | None = None  # a known difference outside hosting: the case is a strict xfail until it is fixed
-    slow: bool = False  # a variant of a case the fast lane runs: the long lane's
 
 
 def _case(name: str, source: str, *args: str, **kw) -> Case:
     return Case(name, {"prog.py": source}, ("prog.py", *args), **kw)
 
 
-def _exits(code: str, name: str | None = None, slow: bool = False) -> Case:
+def _exits(code: str, name: str | None = None) -> Case:
     source = f"import sys\nprint('before exit')\nsys.exit({code})\n"
-    return _case(f"sys-exit-{name or code}", source, expect=b"before exit", slow=slow)
+    return _case(f"sys-exit-{name or code}", source, expect=b"before exit")
 
 
 MODULES = {
@@ -231,8 +230,7 @@ CASES = [
         "import sys\ndef hook(t, v, tb):\n    print('custom hook:', t.__name__, v, file=sys.stderr)\n"
         "sys.excepthook = hook\nraise RuntimeError('mine')\n",
     ),
-    *[_exits(code) for code in ("0", "1", "False")],
-    *[_exits(code, slow=True) for code in ("3", "True", "None", "256")],  # the same mapping, other values
+    *[_exits(code) for code in ("0", "1", "3", "True", "False", "None", "256")],
     _exits("'a message'", "message"),
     _case(
         "system-exit-from-nested-function",
@@ -691,6 +689,7 @@ LONG_LANE = {
     "executor-never-shut-down", "logging", "pickle-a-function-of-main", "large-output",
     "stderr-interleaving-unbuffered", "stderr-line-left-open", "warp-and-numpy-not-imported-for-it",
     "quiet-warp-before-init", "output-dev-full", "output-names-the-module", "output-names-the-package-main",
+    "sys-exit-3", "sys-exit-True", "sys-exit-None", "sys-exit-256",
 }  # fmt: skip
 
 
@@ -701,7 +700,7 @@ LONG_LANE = {
             c,
             marks=[
                 *([pytest.mark.xfail(strict=True, raises=AssertionError, reason=c.known)] if c.known else []),
-                *([pytest.mark.slow] if c.slow or c.name in LONG_LANE else []),
+                *([pytest.mark.slow] if c.name in LONG_LANE else []),
             ],
         )
         for c in CASES

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, invoke
 
 from gradcheck.model.exit_codes import ExitCode
 
@@ -63,14 +63,6 @@ def _scenario(folder, name: str = "marked.py", extra: str = "", body: str = "pas
     path = folder / name
     path.write_text(MARKED.replace("{extra}", extra).replace("{body}", body))
     return path
-
-
-def invoke(*args: str):
-    from typer.testing import CliRunner
-
-    from gradcheck.cli.app import app
-
-    return CliRunner().invoke(app, list(args))
 
 
 def assert_usage(result, *needles: str) -> str:
