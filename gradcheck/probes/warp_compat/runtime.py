@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import warnings
 
 
 def load_warp():
@@ -56,9 +57,23 @@ def when_initialised(callback):
 
 @contextlib.contextmanager
 def quiet():
-    """Warp says nothing while gradcheck works: loading gradcheck's own statistics module prints "Module
-    gradcheck_stats_… load on device" on the program's stdout otherwise (``log_level`` from Warp 1.10, ``quiet``
-    before). Warp is not imported here: a program that has not imported it has nothing to silence."""
+    """Nothing of gradcheck's reaches the program's streams while gradcheck works.
+
+    Warp says nothing: loading gradcheck's own statistics module prints "Module gradcheck_stats_… load on device"
+    on the program's stdout otherwise (``log_level`` from Warp 1.10, ``quiet`` before). Warp is not imported here:
+    a program that has not imported it has nothing to silence. And no Python warning raised by gradcheck's own work
+    is shown: NumPy's "invalid value encountered in subtract" from the per-launch adjoint test on a program whose
+    values overflow, Warp's UserWarning when gradcheck replays a backward through an ``enable_backward=False``
+    kernel, are gradcheck's arithmetic, not the program's (whose stderr a user or a test suite reads, perhaps with
+    ``-W error``, which would turn them into gradcheck's internal errors)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with _warp_quiet():
+            yield
+
+
+@contextlib.contextmanager
+def _warp_quiet():
     wp = sys.modules.get("warp")
     config = getattr(wp, "config", None)
     if config is None:
@@ -68,7 +83,7 @@ def quiet():
     if "quiet" in saved:
         config.quiet = True
     if "log_level" in saved:
-        config.log_level = max(saved["log_level"], 30)  # LOG_WARNING: Warp's warnings still reach the user
+        config.log_level = max(saved["log_level"], 30)  # LOG_WARNING: what Warp logs above it still shows
     try:
         yield
     finally:
