@@ -35,8 +35,20 @@ test: $(STAMP)
 	@$(BYTECODE)
 	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
+# Third-party autodiff code for the slow lane's corpus (tests/test_thirdparty.py): skrl's Warp agents on warp-nn, pinned,
+# installed beside .venv (--target, no dependency resolution: torch and jax stay out), put on those programs' PYTHONPATH
+# only. Nothing of it is copied into this repository.
+THIRDPARTY := .venv-thirdparty
+THIRDPARTY_PACKAGES ?= skrl==2.1.1 warp-nn==0.4.1 gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 \
+	tqdm==4.70.1 tensorboard==2.21.0 tensorboard-data-server==0.7.2 protobuf==7.36.2 absl-py==2.5.1 markdown==3.11.3 \
+	werkzeug==3.1.9 markupsafe==3.0.4 scipy==1.17.1
+
+$(THIRDPARTY)/.installed: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(THIRDPARTY) $(THIRDPARTY_PACKAGES)
+	touch $@
+
 # the long runs, marked `slow`; .ci/run runs both lanes
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(THIRDPARTY)/.installed
 	@$(BYTECODE)
 	$(BIN)/python -m pytest -q -m slow -n $(TEST_WORKERS) --dist loadfile
 
@@ -92,4 +104,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_bench.py --output BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(COMPAT_DIR) $(TORCH_VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(COMPAT_DIR) $(TORCH_VENV) $(THIRDPARTY) build dist *.egg-info .pytest_cache .ruff_cache

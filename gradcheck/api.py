@@ -7,7 +7,7 @@ validated exactly as on the command line: a bad value raises ``gradcheck.UsageEr
 
 from __future__ import annotations
 
-from gradcheck.model.options import DEFAULT_CHECKS, DEFAULT_RUN
+from gradcheck.model.options import DEFAULT_RUN
 from gradcheck.model.report import Report
 
 
@@ -22,11 +22,12 @@ def check(
     fd: str = "fast",
     replay: bool = True,
     clip_norm: float | None = None,
-    max_norm: float = DEFAULT_CHECKS.max_norm,
+    max_norm: float | None = None,
 ) -> Report:
     """Run one scenario (a spec string like ``"cartpole"`` or ``"path.py:Name"``, or a scenario
     instance, class or factory) and return its Report. Option values may be any type; they are
-    passed to ``setup()`` as strings, exactly as ``--set`` would."""
+    passed to ``setup()`` as strings, exactly as ``--set`` would. ``max_norm`` is ``--max-norm``: None is the
+    default (DEFAULT_CHECKS.max_norm), a value given is held whatever the loss did."""
     from gradcheck.engine.environment import check_device, default_device, describe
     from gradcheck.engine.scenario_run import run_one
     from gradcheck.model.options import CheckOptions, FDOptions, RunOptions

@@ -92,7 +92,7 @@ def test_fail_on_decides_whether_warnings_fail():
 
 def test_fail_on_reaches_the_report():
     """A scenario whose only finding is a warning: exit 0 by default, 1 with --fail-on warning."""
-    args = ["run", "spring-chain", "--fault", "unit-mismatch", "--passes", "2", "--device", "cpu", "--format", "json"]
+    args = ["run", "spring-chain", "--fault", "unit-mismatch", "--passes", "3", "--device", "cpu", "--format", "json"]
     default = cli(*args)
     assert default.returncode == ExitCode.OK, default.stderr
     severities = {(f["check"], f["severity"]) for f in json.loads(default.stdout)["scenarios"][0]["findings"]}

@@ -43,7 +43,7 @@ def test_optimizer_writing_into_gradients_is_a_mutated_gradient():
 
 
 def test_unit_mismatch_is_vanishing_and_only_for_the_anchor():
-    result, _ = run_scenario("spring-chain", fault="unit-mismatch", passes=2)
+    result, _ = run_scenario("spring-chain", fault="unit-mismatch", passes=3)  # vanishing needs 3 backwards
     (finding,) = by_check(result.findings, "vanishing")
     assert finding.subject == "anchor.grad" and finding.severity == Severity.WARNING
     assert finding.evidence["sensitivity"] < 1e-10

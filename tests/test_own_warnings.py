@@ -30,6 +30,7 @@ def test_blame_keeps_gradcheck_warnings_off_the_program_stderr_and_passes_the_pr
     program_stderr = [line for line in _lines(audited.stderr) if "gradcheck" not in line]
     assert program_stderr == _lines(plain.stderr)  # the program's own UserWarning, as under python
     assert any("the program's own warning" in line for line in program_stderr)
+    assert sum("at one place" in line for line in program_stderr) == 1  # once per location, as python shows it
 
 
 def test_under_warnings_as_errors_gradcheck_arithmetic_is_no_internal_error():

@@ -9,8 +9,6 @@ thresholds from CheckOptions. It owns its severities: the same evidence gets the
 
 from __future__ import annotations
 
-import warnings
-
 from gradcheck.checks import (
     accumulation,
     adjoint_mismatch,
@@ -66,15 +64,11 @@ def not_judged_under_exec(*, blame: bool) -> dict[str, str]:
 
 
 def run_checks(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
-    """Every registered check on ``trace``, errors first; a check that raises becomes one internal-error finding.
-    A warning a check's arithmetic raises (NumPy on a NaN norm) is gradcheck's, not the program's: never shown on
-    the stderr the program's output went to, never an error under ``-W error``."""
+    """Every registered check on ``trace``, errors first; a check that raises becomes one internal-error finding."""
     findings: list[Finding] = []
     for module in REGISTRY:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                findings.extend(module.check(trace, options))
+            findings.extend(module.check(trace, options))
         except Exception as exc:  # noqa: BLE001 - one broken check must not take the report with it
             findings.append(internal_error.finding(InternalError.of(f"check {module.NAME}", exc)))
     return tuple(sorted(findings, key=lambda f: -f.severity))

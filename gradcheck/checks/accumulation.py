@@ -11,7 +11,11 @@ stateful-forward):
 - **seen** (any program, the params moving under its optimizer): a backward of a new iteration started with
   gradient an earlier backward left, either in the param's own gradient or in an array that depends on the param
   on this tape, which backward propagates into the param's gradient (gradcheck.observe.leftovers). Several
-  backwards at the same params before one update is deliberate accumulation, not this.
+  backwards at the same params before one update is deliberate accumulation, not this;
+- **rows** (no optimizer at all): a gradient read between two differently seeded backwards of one computation,
+  which the later one added to (gradcheck.observe.row_reads), and read again: the read is named. The reading code
+  taking differences of its reads (gradcheck.observe.differencing) is the running sum on purpose: no finding; code
+  that cannot be read: an info, no verdict (a false error is worse than a miss).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import math
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import GRADS_SEEDS_NOT_ZEROED
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.model.trace import ParamTrace, Trace
+from gradcheck.model.trace import CarriedRead, ParamTrace, Trace
 
 NAME = "accumulation"
 SUMMARY = "gradients must not change between identical forward/backward passes"
@@ -38,6 +42,12 @@ Evidence and severity (the same under run, exec and audit()):
   (deliberate accumulation) are not a new iteration; a leftover the backward leaves bit-identical added nothing.
 - a warning instead when the loss itself changed at fixed params (see stateful-forward): different functions
   have different gradients.
+- rows: backwards on one computation (the same tape, or the same launches at unmoved params) seeded on different
+  outputs or with different seeds (a Jacobian taken row by row), the gradient read after one of them (numpy(),
+  wp.copy, a launch that loads it; not an update), still exactly that value when the next backward starts (nothing
+  cleared it), changed by that backward, and read again: error, naming that read. No verdict (an info) when the
+  reading code's source cannot be read; nothing when it subtracts two reads of the gradient (row = g - prev,
+  np.diff: the running sum on purpose), nor for several backwards and one read at the end.
 
 Common causes: tape.zero() never called, or called before backward (Tape.gradients is filled only during
 backward, so zeroing a fresh tape clears nothing); only the params zeroed by hand while intermediate
@@ -46,7 +56,8 @@ keep theirs; gradients reachable only through an array of structs, which tape.ze
 1.6.0, tape.zero() skipped the arrays seeded with tape.backward(grads=...) (NVIDIA/warp#407), so a loop doing one
 backward per output accumulated stale seeds; the finding lists such seeds. In a PyTorch program (gradcheck
 exec): optimizer.zero_grad() missing after optimizer.step(), or missing at one accumulation boundary of k
-micro-steps (the step is the boundary: backwards between two steps may add up on purpose).
+micro-steps (the step is the boundary: backwards between two steps may add up on purpose). Jacobian rows
+(tape.backward(grads={y: e_i}) per row on one tape) read without tape.zero() between them: row i holds rows 0..i.
 
 Fix: clear every gradient the tape touched after you read them.
 
@@ -89,7 +100,61 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     rest = [s for s in carried if s not in done and s in by_subject]
     for fam, subjects in group_by_family(rest, key=lambda s: by_subject[s].name).items():
         findings.append(_seen_finding(trace, subjects, carried, sizes.get(fam, len(subjects)), fam))
+        done |= set(subjects)
+    findings.extend(_row_findings(trace, done))
     return tuple(findings)
+
+
+def _row_findings(trace: Trace, done: set[str]) -> list[Finding]:
+    """One finding a gradient read as the sum of differently seeded backwards (gradcheck.observe.row_reads): an
+    error; an info when the reading code could not be read (no verdict); nothing when it takes differences of its
+    reads (the running sum on purpose)."""
+    by_subject: dict[str, list[CarriedRead]] = {}
+    for record in trace.passes:
+        for read in record.carried_reads:
+            if read.subject not in done and read.differenced is not True:
+                by_subject.setdefault(read.subject, []).append(read)
+    return [_row_finding(trace, subject, reads) for subject, reads in by_subject.items()]
+
+
+def _row_finding(trace: Trace, subject: str, reads: list[CarriedRead]) -> Finding:
+    first = reads[0]
+    unread = first.differenced is None
+    more = f"; {len(reads) - 1} later read(s) of {subject} too" if len(reads) > 1 else ""
+    message = (
+        f"{subject} read by {first.reader} after backward #{first.backward} holds backward #{first.earlier}'s "
+        f"gradient too: backward #{first.backward} ran on the same computation, {first.seeds}, and added to what "
+        f"backward #{first.earlier} left there (norm {first.carried_norm:.4g}), which the program had read in between "
+        f"({first.earlier_reader}) and nothing cleared; the value read (norm {first.read_norm:.4g}) is the sum of "
+        f"both, not backward #{first.backward}'s alone (Jacobian rows read without a zero between them){more}"
+    )
+    if unread:
+        message += (
+            "; the reading code's source could not be read, so whether it takes differences of consecutive reads "
+            "(row = g - prev, the running sum on purpose) is unknown: no verdict"
+        )
+    return Finding(
+        check=NAME,
+        severity=Severity.INFO if unread else Severity.ERROR,
+        subject=subject,
+        message=message,
+        hint=(
+            f"clear the gradient between backwards whose results you read one by one: tape.zero() after reading "
+            f"each row (or {subject}.zero_()); to keep the running sum, take differences of consecutive reads"
+        ),
+        evidence={
+            "shape": "rows",
+            "site": first.site,
+            "reader": first.reader,
+            "earlier_reader": first.earlier_reader,
+            "backwards": [[r.earlier, r.backward] for r in reads][:50],
+            "count": len(reads),
+            "seeds": first.seeds,
+            "carried_norm": first.carried_norm,
+            "read_norm": first.read_norm,
+            "source_read": not unread,
+        },
+    )
 
 
 def _carried(trace: Trace, params: set[str]) -> dict[str, list]:

@@ -8,7 +8,9 @@ gradient lands in ``model.joint_q.grad`` instead).
 Severity follows the evidence that the array is a parameter (gradcheck.observe.params): declared by the program
 or updated from its gradient → error. A leaf nothing updates (requires grad, read by the tape) with a zero
 gradient is usually a model constant: one info listing them, and only when the program showed no parameter at
-all (then they may be the params it updates on the host).
+all (then they may be the params it updates on the host). A leaf the recorded dataflow does connect to the loss
+(or to the outputs a ``tape.backward(grads=...)`` seeded) is not "a constant the loss does not depend on": the
+chain-break walk names the launch that passes it nothing, and the leaf gets that explanation of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ one it updates from its gradient (a launch taking x and x.grad that writes x, e.
 or absent gradient there is an error, whether or not any tape reads the array (one read only by a launch made
 before the tape is caught this way). A leaf (requires grad, read by the tape, updated by nothing seen) with a
 zero gradient is usually a model constant: one info lists them, only when the program showed no param at all.
+A leaf whose values do reach the loss (or, for tape.backward(grads={y: seed}), the seeded output y) is no such
+constant: its own info names the launch that passes it nothing (kernel, file:line); a warning when that launch's
+kernel holds a construct the running Warp differentiates wrongly (a loop with a run-time trip count carrying a
+value) and the program updates nothing (a one-shot gradient or Jacobian: the gradient is its result).
 
 Common causes: the array was created without requires_grad=True; it is not read under the tape; Newton states
 or controls created inside the tape (Model.state()/control() copy model arrays with a taped wp.copy and the
@@ -40,7 +46,9 @@ launch made before or outside `with tape:`; a kernel built with enable_backward=
 with requires_grad=False; a host round trip (.numpy() and back into a new wp.array); a wp.copy Warp did not
 record (it records one only while a tape records and both arrays have a gradient); a builtin without an adjoint
 (wp.floor, wp.round, wp.sign, int casts); a newer array of the param's name that the tape reads instead (states
-allocated again inside the tape); a launch whose derivative is zero at these values (a saturated clamp).
+allocated again inside the tape); a launch whose derivative is zero at these values (a saturated clamp), or
+whose kernel holds a construct the running Warp differentiates wrongly (a value carried through a loop whose trip
+count is known only at run time), named with its file:line.
 `--graph FILE` draws the dataflow with the break marked.
 
 In a PyTorch program (gradcheck exec): a tensor an optimizer holds whose .grad stays None or zero is an error
@@ -97,16 +105,50 @@ def _kind(param: ParamTrace, skipped: set[int]) -> str | None:
 
 
 def _leaves(trace: Trace, zero: list[ParamTrace]) -> list[Finding]:
-    """One info for every leaf with an all-zero gradient, in a program that showed no parameter."""
-    return _leaf_info(
-        zero,
+    """The leaves with an all-zero gradient, in a program that showed no parameter: those the recorded dataflow
+    connects to the loss (or seeded output) each explained by their break; the others in one info."""
+    breaks = _breaks(trace)
+    root = _root(trace)
+    reached = [p for p in zero if p.name in breaks and breaks[p.name].cause not in _NOT_REACHED]
+    findings = [_reached_leaf(trace, p, breaks[p.name], root) for p in reached]
+    return findings + _leaf_info(
+        [p for p in zero if p not in reached],
         _ALL_ZERO,
         lambda n, shown: (
             f"{n} leaf array(s) that require grad have a gradient of exactly zero after every "
-            f"{trace.unit} they took part in: {shown}; the loss does not depend on them (often model constants), "
+            f"{trace.unit} they took part in: {shown}; {root} does not depend on them (often model constants), "
             "and no launch was seen updating any array from its gradient"
         ),
-        "nothing, if they are not meant to be learned; else check the launches between them and the loss",
+        f"nothing, if they are not meant to be learned; else check the launches between them and {root}",
+    )
+
+
+# chain breaks that say the values never reach the loss: there "the loss does not depend on them" is the answer
+_NOT_REACHED = ("dead-end", "never-read", "replaced")
+
+
+def _root(trace: Trace) -> str:
+    """What the gradients flow back from: the loss, or (every backward seeded with grads=) the seeded outputs."""
+    ran = [r for r in trace.passes if not r.backward_skipped]
+    if not ran or any(r.loss is not None or r.seeded is None for r in ran):
+        return "the loss"
+    names = list(dict.fromkeys(name for r in ran for name in r.seeded.outputs))
+    return f"the seeded output {names[0]}" if len(names) == 1 else f"the seeded outputs ({', '.join(names[:3])})"
+
+
+def _reached_leaf(trace: Trace, leaf: ParamTrace, cause, root: str) -> Finding:
+    """A leaf whose values reach the loss (or seeded output) though its gradient is zero: the break is the answer.
+    A warning when the launch's kernel holds a construct Warp differentiates wrongly (wrong-adjoint), since the
+    program updates nothing and its gradient is the result; else an info (the derivative may truly be zero)."""
+    lead = "every link to " + root + " is on the tape, but" if cause.cause in _ADJOINT_CAUSES else "the chain breaks:"
+    return Finding(
+        check=NAME,
+        severity=Severity.WARNING if cause.cause == "wrong-adjoint" else Severity.INFO,
+        subject=leaf.subject,
+        message=f"{leaf.subject} (a leaf nothing updates) is exactly zero after every {trace.unit} it took part in, "
+        f"though its values reach {root}; {lead} {cause.detail}",
+        hint=cause.fix,
+        evidence={"kind": _ALL_ZERO, "subjects": [leaf.subject], "role": leaf.role, "break": _break_evidence(cause)},
     )
 
 
@@ -148,6 +190,8 @@ _TORCH_CAUSES = ("detached", "unreached", "orphaned", "zero-derivative")
 # an exactly-zero torch gradient the autograd graph does reach: the derivative may truly be zero (a bias batch
 # norm cancels, a WGAN critic's last bias): worth a look, not proof of a broken graph
 _WARNING_CAUSES = ("zero-derivative",)
+# chain breaks with every link on the tape: the launch's own adjoint passes nothing
+_ADJOINT_CAUSES = ("zero-adjoint", "wrong-adjoint")
 
 
 def _newton(trace: Trace) -> bool:
@@ -185,10 +229,11 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         message = f"{who}no gradient (.grad is None after every {trace.unit} that ran, {len(ran)}); {cause.detail}"
         hint = cause.fix
     elif cause is not None and kind != _NO_BUFFER:
+        root = _root(trace)
         lead = (
-            "every link to the loss is on the tape, but"
-            if cause.cause == "zero-adjoint"
-            else "the chain to the loss breaks:"
+            f"every link to {root} is on the tape, but"
+            if cause.cause in _ADJOINT_CAUSES
+            else f"the chain to {root} breaks:"
         )
         message += f"; {lead} {cause.detail}"
         hint = cause.fix

@@ -1,4 +1,4 @@
-"""mutated-gradient: a gradient read after the update that consumed it rewrote it in place.
+"""mutated-gradient: a gradient read after the update that consumed it rewrote it in place, or cleared before it.
 
 The update step of a training loop consumes the gradient. An optimizer that also keeps its own state in the
 gradient buffer (AdamW ScheduleFree in PyTorch does), or scales it in place as part of the step, leaves a buffer
@@ -9,16 +9,29 @@ it, or, under ``gradcheck run``, the readout after ``after_backward()``, which i
 
 Rewriting the gradient *before* the update (projecting it onto constraints, clipping it in place: what Warp's FEM
 shape optimisation does before Adam) is the program preparing what its update consumes: not a finding.
+
+The other way round, the zero step run *before* the update (Newton's drone with ``tape.zero()`` moved ahead of
+``optimizer.step``) leaves the update reading zeros: the param never moves and nothing says so. The evidence is an
+update launch (it takes ``x`` and ``x.grad``, reads the gradient and writes ``x``) that read all zeros where the
+backward before it had left a finite, nonzero gradient. Cleared by the program's zero step (``tape.zero()``): an
+error. Cleared by a write gradcheck does not see as one (``x.grad.zero_()``, ``fill_(0)``): an error only when every
+update of that backward read zeros, since zeroing some params' gradients is how a program freezes them, and no
+kernel of the program's own wrote it in between. A clip, a projection (even one that zeroes every value: a box's
+corner) or a gradient the program wrote itself is the program's own: silent.
 """
 
 from __future__ import annotations
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
+from gradcheck.model.sites import short_site
 from gradcheck.model.trace import Trace
 
 NAME = "mutated-gradient"
-SUMMARY = "a gradient must not be read after the update that consumed it rewrote it in place"
+SUMMARY = (
+    "a gradient must not be read after the update that consumed it rewrote it in place, nor cleared before the "
+    "update reads it"
+)
 
 EXPLAIN = """
 What it means: the launch that updated a param from its gradient also rewrote the gradient in place, and
@@ -39,10 +52,31 @@ Fix: read or copy gradients before the step, or give the optimizer its own state
     tape.backward(loss)
     logged = [np.linalg.norm(p.grad.numpy()) for p in params]   # read first
     optimizer.step()                                            # then let the update consume them
+
+A gradient cleared before its update: the update launch (a kernel that takes x and x.grad, reads the gradient and
+writes x: an SGD or Adam step, warp.optim) read all zeros, where the backward before it had left a finite, nonzero
+gradient: it consumed no gradient, and the training silently does nothing. The finding names the gradient, the
+zero step with its line ("tape.zero() at train.py:40"), and the update launch with its line. Evidence: the
+program's own zero step (tape.zero()) between backward and the update is an error; a clearing gradcheck does not
+see as a zero step (x.grad.zero_(), fill_(0), a copy of zeros) is an error only when every update after that
+backward read zeros (zeroing some params' gradients is how a program freezes them; the others still train) and no
+kernel of the program's own wrote the gradient in between (a projection onto constraints that pin every param is
+all zero, and the program's answer). Not a finding: the zero step after the update (the normal loop), a gradient
+rewritten before the update and not zero (a clip, a projection), an update given a gradient buffer of its own.
+
+Fix: zero the gradients after the update consumed them.
+
+    tape.backward(loss)
+    optimizer.step([x.grad])   # the update reads the gradient
+    tape.zero()                # then clear it for the next backward
 """
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
+    return _rewritten(trace) + _cleared(trace)
+
+
+def _rewritten(trace: Trace) -> tuple[Finding, ...]:
     hits = [(record, rewrite) for record in trace.passes for rewrite in record.rewrites]
     findings = []
     for _fam, members in group_by_family(hits, key=lambda h: h[1].subject).items():
@@ -69,6 +103,45 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     "produced_norm": first.produced_norm,
                     "read_norm": first.read_norm,
                     "iterations": [rec.index for rec, _r in members][:50],
+                    "affected": subjects,
+                },
+            )
+        )
+    return tuple(findings)
+
+
+def _cleared(trace: Trace) -> tuple[Finding, ...]:
+    """Gradients cleared between backward and the update that read them, one finding per family."""
+    hits = [(record, c) for record in trace.passes for c in record.cleared]
+    findings = []
+    for _fam, members in group_by_family(hits, key=lambda h: h[1].subject).items():
+        record, first = members[0]
+        subjects = list(dict.fromkeys(c.subject for _rec, c in members))
+        others = f" (and {len(subjects) - 1} more of the family)" if len(subjects) > 1 else ""
+        clearer = first.clearer or (
+            "a write gradcheck does not see as a zero step (x.grad.zero_(), fill_(0) or a copy of zeros)"
+        )
+        backward = f"backward #{record.index}" + (f" ({short_site(record.site)})" if record.site else "")
+        findings.append(
+            Finding(
+                check=NAME,
+                severity=Severity.ERROR,
+                subject=first.subject,
+                message=(
+                    f"{first.subject}{others}: {backward} produced norm {first.produced_norm:.4g}, then "
+                    f"{clearer} cleared it before the update that consumes it: {first.update} read all zeros: "
+                    f"it consumed no gradient, and the training silently does nothing "
+                    f"({len(members)} of {trace.iterations or len(trace.passes)} {trace.units})"
+                ),
+                hint="zero the gradients after the update consumed them (move the zero step after the optimizer "
+                "step: tape.backward(loss); optimizer.step(...); tape.zero())",
+                evidence={
+                    "kind": "cleared-before-update",
+                    "first_pass": record.index,
+                    "clearer": first.clearer,
+                    "update": first.update,
+                    "produced_norm": first.produced_norm,
+                    "iterations": [rec.index for rec, _c in members][:50],
                     "affected": subjects,
                 },
             )

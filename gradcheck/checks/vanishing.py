@@ -1,25 +1,72 @@
-"""vanishing: a gradient that is not zero but too small to matter.
+"""vanishing: a param whose gradient, from its first audited backward on, is too small for the loss to see it.
 
-Relative sensitivity |g| * max(|x|, 1) / |loss|: how much the loss would change, relative to
-itself, for a step the size of the param along the gradient. Below float32's resolution
-(~1e-7) an optimiser cannot see the param at all. Exactly zero is missing-gradient's business.
+The measure is the relative sensitivity of one backward, ``|g| * scale(x) / |loss|``: how much the loss would
+change, relative to itself, if the param moved by its own scale along the gradient. Below float32's resolution
+(``--vanishing``, 1e-7) the loss as computed cannot tell that the param moved: it cannot be trained.
+
+Why "its own scale" is ``max(|x|, sqrt(n))`` (|x| the L2 norm of the param's values, n the elements of its shape,
+a vec3 counting once): the
+scale-free sensitivity is the elasticity ``g·x / loss``: |g| against ``loss / |x|``, the same whatever units the
+param and the loss are in. A param near zero (a bias initialised at 0) has no scale of its own yet, and loss / |x|
+is then infinite: every gradient would look small. So each element's scale is floored at one unit, the magnitude
+float32 holds with full precision and a well-posed parametrisation aims for; for an n-element param that is a step
+of 1 on every element, an L2 step of sqrt(n) (the old floor of 1 for the whole array made a large zero-initialised
+param look sqrt(n) times fainter than the same per-element gradient on a scalar). The floor only ever raises the
+scale, so it errs toward silence: a param is flagged only when even a unit step of every element is invisible.
+The value norm is read once, when the param's first audited iteration closes (after that iteration's update; no
+reduction per backward): a gradient this small moves the param by a negligible amount under gradient descent, and
+a step-normalising optimiser (Adam) by at most its step size per element per update, so that scale holds for the
+run within the orders of magnitude the threshold is about.
+
+Why the verdict needs more than one small gradient (each a false warning on correct code otherwise):
+- a gradient shrinks as the loss reaches its minimum: a bias at its optimum has |g| 1e-10 against a loss of 0.01.
+  So every audited backward is judged against *its own* loss, and the param must be below the threshold from its
+  FIRST audited backward on: a param that was ever visible to the loss trained, and converging is not vanishing;
+- one backward cannot tell a param that cannot train from one that starts at its optimum, nor a program's
+  smoke test from its training: at least ``MIN_BACKWARDS`` (3) audited backwards, all of them small: the first
+  and then two more after the program's optimizer had two chances to move it. Under ``gradcheck run`` the params
+  are restored every pass, so every pass is a first backward; it must run as many passes (the default 5 does);
+- one param of a layer whose siblings train (``model.fc.bias`` beside a training ``model.fc.weight``, one field of
+  a struct whose other fields train) is part of a model that trains: a bias that data centring or a normalisation
+  makes redundant, a gate that sits saturated. Siblings are the params with the same owner path (the subject up
+  to its last ``.field``, see ``owner``); the program's own root object is no layer: ``example.drag`` beside a
+  training ``example.stiffness`` (every array of a Warp example hangs off one object) is still judged.
+A backward whose loss is unknown (a ``grads=``-seeded backward) or non-finite, or whose gradient is absent or
+non-finite, leaves the param without a verdict. Exactly zero on every backward is missing-gradient's business.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
-from gradcheck.model.trace import ParamTrace, Trace
+from gradcheck.model.trace import NormSample, ParamTrace, Trace
 
 NAME = "vanishing"
-SUMMARY = "nonzero gradients must be large enough, relative to the loss, to be resolved in float32"
+SUMMARY = (
+    "a param's gradient must be large enough, relative to the loss and to its own scale, to be resolved in float32 "
+    "on some backward"
+)
+# the first audited backward and two more after the program's optimizer could move the param
+MIN_BACKWARDS = 3
 
 EXPLAIN = """
-What it means: a gradient is nonzero but, relative to the loss, below what float32 resolves: an optimiser cannot
-move this param.
+What it means: from its first audited backward on, on every backward audited (at least 3), the param's gradient
+was nonzero but too small for the loss to see the param: |g| * scale / |loss|, the relative change of the loss if
+the param moved by its own scale along the gradient, stayed below float32's resolution (--vanishing, 1e-7). Its
+scale is the norm of its values at the first audited backward, at least one unit per element (sqrt(n) for n
+elements): a param near zero has no scale of its own yet, and the floor only makes the check quieter. Each backward
+is judged against its own loss.
+
+Not reported, because it is not evidence that the param cannot train: a gradient that was visible earlier and
+shrank as the loss reached its minimum (a bias at its optimum); fewer than 3 audited backwards (or --passes under
+run); one param of a layer or struct whose sibling params (the same owner path: model.fc.bias beside
+model.fc.weight) train; a backward with an unknown loss (seeded with grads=). A program's root object (a global
+such as example, p or model, a scenario's attribute) is no layer: example.drag beside a training example.stiffness is
+still reported. Exactly zero is missing-gradient.
 
 Common causes: a coefficient in the wrong units (1e-12 instead of 1e-3), a loss dominated by other terms, a
 param that only matters through a saturated function.
@@ -28,44 +75,120 @@ Fix: rescale the loss or the parametrisation so every param's influence is withi
 """
 
 
+@dataclass(frozen=True)
+class _Faint:
+    """Why a param was judged vanishing: its samples and their sensitivities, all below the threshold."""
+
+    param: ParamTrace
+    samples: tuple[NormSample, ...]
+    sensitivities: tuple[float, ...]
+    scale: float
+
+    @property
+    def sensitivity(self) -> float:
+        """The largest over its backwards: the most the loss ever saw of it."""
+        return max(self.sensitivities)
+
+
 def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
-    losses = [abs(r.loss) for r in trace.passes if r.loss is not None and math.isfinite(r.loss)]
-    if not losses or max(losses) == 0:
-        return ()
-    loss = max(losses)
     params = [p for p in trace.params if p.is_param]
-    tiny = [(p, s) for p in params if (s := _sensitivity(p, loss)) is not None and s < options.vanishing]
+    threshold = options.vanishing
+    trains = {owner(p) for p in params if owner(p) is not None and _visible(p, trace, threshold)}
+    faint = [f for p in params if owner(p) not in trains and (f := _judge(p, trace, threshold)) is not None]
     sizes = family_sizes(p.name for p in params)
     findings = []
-    for fam, members in group_by_family(tiny, key=lambda t: t[0].name).items():
-        param, sens = min(members, key=lambda t: t[1])
-        who = family_prefix(len(members), sizes[fam], fam, shown="smallest")
+    for fam, members in group_by_family(faint, key=lambda f: f.param.name).items():
+        worst = min(members, key=lambda f: f.sensitivity)
         findings.append(
-            Finding(
-                check=NAME,
-                severity=Severity.WARNING,
-                subject=param.subject,
-                message=(
-                    f"{who}gradient norm {param.passes[-1].norm:.3g} against loss {loss:.3g}: relative sensitivity "
-                    f"{sens:.2g}, below float32 resolution ({options.vanishing:.1g})"
-                ),
-                hint="rescale the loss or the parametrisation, or check that the loss depends on this param as intended",
-                evidence={
-                    "sensitivity": sens,
-                    "norm": param.passes[-1].norm,
-                    "value_norm": param.value_norm,
-                    "loss": loss,
-                    "threshold": options.vanishing,
-                    "affected": [p.subject for p, _ in members],
-                },
-            )
+            _finding(trace, worst, members, family_prefix(len(members), sizes[fam], fam, "smallest"), threshold)
         )
     return tuple(findings)
 
 
-def _sensitivity(param: ParamTrace, loss: float) -> float | None:
-    last = param.passes[-1] if param.passes else None
-    if last is None or not last.has_grad or last.norm == 0 or not math.isfinite(last.norm):
+def owner(param: ParamTrace) -> str | None:
+    """The layer that holds a param as one of its fields: its path up to the last ``.field`` (``model.fc`` for
+    ``model.fc.bias.grad``, ``layers[2]``, ``model.geo``), or None. A bare name (``drag``, ``example``, ``p``) is not
+    a layer: it is a global of the program or an attribute of the scenario, the program itself (an ``Example``
+    holding every array, the scenario object), so its params are not siblings of each other; nor is a param held
+    directly (``x``, ``controls[3]``). Read off the subject, the path both ``run`` and ``exec`` name alike."""
+    path = param.subject.removesuffix(".grad")
+    head, dot, _ = path.rpartition(".")
+    return head if dot and ("." in head or "[" in head) else None
+
+
+def scale(param: ParamTrace) -> float:
+    """max(|x|, sqrt(n)): the param's value norm, at least one unit per element (see the module docstring)."""
+    floor = math.sqrt(max(math.prod(param.shape), 1)) if param.shape else 1.0
+    value = param.value_norm
+    return max(value, floor) if math.isfinite(value) else floor
+
+
+def _samples(param: ParamTrace, trace: Trace) -> tuple[NormSample, ...]:
+    """The param's history; a hand-built trace without one falls back to its kept records."""
+    if param.history:
+        return param.history
+    out = []
+    for q in param.passes:
+        record = trace.record(q.index)
+        norm = q.norm if q.has_grad and not q.nonfinite else math.nan
+        out.append(NormSample(q.index, norm, record.loss if record is not None else None))
+    return tuple(out)
+
+
+def _sensitivity(sample: NormSample, scale_: float) -> float | None:
+    """|g| * scale / |loss| on one backward; None where it cannot be judged (unknown, zero or non-finite loss,
+    absent or non-finite gradient)."""
+    loss = sample.loss
+    if loss is None or not math.isfinite(loss) or loss == 0 or not math.isfinite(sample.norm):
         return None
-    scale = param.value_norm if math.isfinite(param.value_norm) and param.value_norm > 1 else 1.0
-    return last.norm * scale / loss
+    return sample.norm * scale_ / abs(loss)
+
+
+def _visible(param: ParamTrace, trace: Trace, threshold: float) -> bool:
+    """The loss saw this param on some backward: it trains."""
+    s = scale(param)
+    return any((v := _sensitivity(x, s)) is not None and v >= threshold for x in _samples(param, trace))
+
+
+def _judge(param: ParamTrace, trace: Trace, threshold: float) -> _Faint | None:
+    samples = _samples(param, trace)
+    if len(samples) < MIN_BACKWARDS or not any(x.norm > 0 for x in samples):
+        return None
+    s = scale(param)
+    sensitivities = tuple(_sensitivity(x, s) for x in samples)
+    if any(v is None or v >= threshold for v in sensitivities):
+        return None
+    return _Faint(param, samples, sensitivities, s)
+
+
+def _finding(trace: Trace, faint: _Faint, members: list[_Faint], who: str, threshold: float) -> Finding:
+    param, first, last = faint.param, faint.samples[0], faint.samples[-1]
+    unit, units, n = trace.unit, trace.units, len(faint.samples)
+    message = (
+        f"{who}gradient norm {first.norm:.3g} against loss {first.loss:.3g} on {unit} {first.backward}, and as small "
+        f"on all {n} {units} audited (last: norm {last.norm:.3g}, loss {last.loss:.3g}): relative sensitivity at most "
+        f"{faint.sensitivity:.2g} at the param's scale {faint.scale:.3g}, below float32 resolution ({threshold:.1g}) "
+        f"from the first {unit} on: the loss cannot see this param"
+    )
+    return Finding(
+        check=NAME,
+        severity=Severity.WARNING,
+        subject=param.subject,
+        message=message,
+        hint=(
+            "look for a coefficient in the wrong units or a term that drowns this param's: rescale the loss or the "
+            "parametrisation, or check that the loss depends on this param as intended"
+        ),
+        evidence={
+            "sensitivity": faint.sensitivity,
+            "norm": first.norm,
+            "loss": first.loss,
+            "value_norm": param.value_norm,
+            "scale": faint.scale,
+            "backwards": [x.backward for x in faint.samples],
+            "norms": [x.norm for x in faint.samples],
+            "losses": [x.loss for x in faint.samples],
+            "threshold": threshold,
+            "affected": [f.param.subject for f in members],
+        },
+    )

@@ -26,7 +26,12 @@ from gradcheck.model.options import DEFAULT_CHECKS, DEFAULT_FD, DEFAULT_RUN, Bla
 
 DEVICE_HELP = "cpu or cuda:N (default: cuda:0 when available, else cpu)"
 # the check thresholds `run`, `blame` and `exec` share (defaults from gradcheck.model.options, stated once)
-MAX_NORM = typer.Option(DEFAULT_CHECKS.max_norm, "--max-norm", help="explosion: gradient norm above this is an error")
+MAX_NORM = typer.Option(
+    None,
+    "--max-norm",
+    help=f"explosion: a gradient norm above this is an error (default {DEFAULT_CHECKS.max_norm:g}, which spares a "
+    "gradient that only grew as the loss did; a value you give holds whatever the loss did)",
+)
 GRAPH = typer.Option(
     None,
     "--graph",

@@ -16,7 +16,9 @@ from gradcheck.model.errors import UsageError
 
 def selftest(
     device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    passes: int = typer.Option(3, "--passes", min=2, help="passes per variant (the leaks show from pass 2 on)"),
+    passes: int = typer.Option(
+        3, "--passes", min=3, help="passes per variant (the leaks show from pass 2 on, vanishing needs 3)"
+    ),
     fmt: OutputFormat = format_option("selftest"),
     output: Path = OUTPUT,
 ) -> None:

@@ -79,12 +79,16 @@ def _set(obj, name: str, value) -> None:
     object.__setattr__(obj, name, value)  # frozen dataclasses normalise their own fields in __post_init__
 
 
+MAX_NORM = 1e6  # explosion's default --max-norm
+
+
 @dataclass(frozen=True)
 class CheckOptions:
     """Thresholds the checks use; documented defaults, configurable from the CLI."""
 
-    # explosion: a gradient norm above this on any pass (--max-norm)
-    max_norm: float = 1e6
+    # explosion: a gradient norm above this on any pass (--max-norm). None: the default, MAX_NORM, which spares a
+    # gradient that only grew as the loss did; a value the user gives is a promise kept whatever the loss did
+    max_norm: float | None = None
     # explosion: the norms of one indexed family (controls[0..T]) spanning more than this factor,
     # growing toward the start of the rollout: backprop through time amplifying
     growth: float = 1e4
@@ -92,8 +96,11 @@ class CheckOptions:
     # along the gradient would make; float32 epsilon is 1.2e-7)
     vanishing: float = 1e-7
 
+    max_norm_given: bool = field(default=False, init=False)  # the user gave --max-norm (max_norm= to check/audit)
+
     def __post_init__(self) -> None:
-        _set(self, "max_norm", _positive(self.max_norm, "--max-norm"))
+        _set(self, "max_norm_given", self.max_norm is not None)
+        _set(self, "max_norm", MAX_NORM if self.max_norm is None else _positive(self.max_norm, "--max-norm"))
         _set(self, "growth", _positive(self.growth, "growth"))
         _set(self, "vanishing", _positive(self.vanishing, "vanishing"))
 

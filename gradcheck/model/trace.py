@@ -10,6 +10,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gradcheck.model.growth import GrowthRun
+from gradcheck.model.seeded import SeededBackward
+
 
 @dataclass(frozen=True)
 class ParamPass:
@@ -65,6 +68,7 @@ class ParamTrace:
     history: tuple[NormSample, ...] = ()
     peak: NormSample | None = None  # the largest finite norm on any backward
     measured: int = 0  # backwards it was measured after (≥ len(passes) when a long run dropped records)
+    growth: GrowthRun | None = None  # its loss and gradient growing together at the end of a training run
 
     @property
     def norms(self) -> tuple[float, ...]:
@@ -128,6 +132,27 @@ class Residue:
 
 
 @dataclass(frozen=True)
+class CarriedRead:
+    """A gradient read after a backward that added to what an earlier backward of the same computation had left
+    there: the program read that earlier value in between, nothing cleared it, and the later backward, seeded on
+    another output or with another seed, added to it. The value read is the sum of both backwards (Jacobian rows
+    taken without a zero between them: [2,0,0], [2,4,0], [2,4,6] instead of the rows of diag(2,4,6))."""
+
+    subject: str  # the gradient buffer ("x.grad")
+    reader: str  # what read the sum: "host read (rows.py:21)", "launch copy_row (rows.py:30)"
+    site: str | None  # file:line of that read
+    earlier_reader: str  # what read the earlier backward's value, in between
+    earlier: int  # the backward whose gradient was still there (its number among the program's backwards)
+    backward: int  # the backward that added to it
+    seeds: str  # how the two backwards were seeded differently, in words
+    carried_norm: float  # what the earlier backward(s) left, and the program read
+    read_norm: float  # what was read after the later backward
+    # the reading code takes differences of consecutive reads (row = g - prev): the running sum is deliberate;
+    # None: its source could not be read
+    differenced: bool | None = False
+
+
+@dataclass(frozen=True)
 class GradientRewrite:
     """A param's gradient rewritten by the update that consumed it, then read: the read saw another gradient."""
 
@@ -136,6 +161,17 @@ class GradientRewrite:
     reader: str  # what read the gradient afterwards
     produced_norm: float  # what backward left
     read_norm: float  # what the reader saw
+
+
+@dataclass(frozen=True)
+class ClearedGradient:
+    """A param's gradient cleared between the backward that produced it (finite, nonzero) and the update that
+    consumed it: the update read all zeros (gradcheck.observe.gradient_use). A clip or a projection is not zero."""
+
+    subject: str  # the gradient ("x.grad")
+    clearer: str | None  # the zero step seen ("tape.zero() at t.py:40"); None: unseen (x.grad.zero_(), fill_(0))
+    update: str  # the update launch that read the zeros, with its call site ("launch sgd (train.py:42)")
+    produced_norm: float  # what backward had left there
 
 
 @dataclass(frozen=True)
@@ -184,6 +220,7 @@ class PassRecord:
     site: str | None = None  # file:line of the tape.backward call
     residue: tuple[Residue, ...] = ()  # leftovers of an earlier iteration when this backward started
     rewrites: tuple[GradientRewrite, ...] = ()  # gradients rewritten by their update and read afterwards
+    cleared: tuple[ClearedGradient, ...] = ()  # gradients cleared after backward, then read by their update
     changed: tuple[ChangedInput, ...] = ()  # arrays the tape read that changed before this backward
     hazards: tuple[Rewrite, ...] = ()  # write-after-read while this iteration's tape recorded
     identical: tuple[Rewrite, ...] = ()  # rewrites with the very values the reader saw (harmless)
@@ -192,6 +229,8 @@ class PassRecord:
     # where a NaN/Inf ("nonfinite") or a norm past --max-norm ("growth") started in this backward: (kind, origin),
     # origin a gradcheck.probes.backward_origin.BackwardOrigin (labels and numbers only)
     origins: tuple = ()
+    carried_reads: tuple[CarriedRead, ...] = ()  # gradients read after a backward added to an earlier one's, unzeroed
+    seeded: SeededBackward | None = None  # a backward seeded with grads= (no scalar loss): its outputs and seeds
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class AuditWindows:
         self._close_window()
         self._close()
         self.leftovers.forget()
+        self.rows.forget()  # the gradients read between backwards (observe.row_reads)
         self.inputs.clear()
         self._wars.clear()
         self._last, self._moved, self._leaf_values = None, False, None
@@ -77,7 +78,10 @@ class AuditWindows:
 
     def _stays_light(self, tape) -> bool:
         """A backward the cadence skips stays unaudited unless the tape passes structs whose adjoint pointers are
-        stale or dangling now: those are judged before every backward, and one found makes it an audited one."""
+        stale or dangling now (those are judged before every backward, and one found makes it an audited one), or
+        the loss is growing with a gradient (observe.divergence needs consecutive backwards to see it diverge)."""
+        if self.log.growth.following:
+            return False  # the loss and a gradient grew on the last backward: each next one is audited till it falls
         if not self._light:
             with self._guard("iteration"):
                 self._go_light()

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from gradcheck.model.options import DEFAULT_CHECKS
 from gradcheck.observe.iteration import Iteration
+from gradcheck.observe.row_reads import RowReadHooks
 from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 
 MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 
 
-class Causes:
+class Causes(RowReadHooks):
     def _init_causes(self) -> None:
         self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
         self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
@@ -27,8 +28,15 @@ class Causes:
         self._dataflow_marked = False
 
     def _find_causes(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
-        """Right after a backward (its gradients measured into ``it.stats``): what explains them; the log of what
-        moved values beside the tape starts afresh."""
+        """Right after a backward (its gradients measured into ``it.stats``): what explains them, and whether they
+        grow with the loss update after update (observe.divergence: a program that trains); the log of what moved
+        values beside the tape starts afresh."""
+        self._rows_after(tape, loss, grads, measured, it)  # the gradients read between backwards (Jacobian rows)
+        if not self.fixed_params:
+            with self._guard("divergence watch"):
+                params = {k: a for k, a in measured.items() if self.book.is_param(a)}
+                sites = {k: self.book.update_sites.get(id(a)) for k, a in params.items()}
+                self.log.growth.after_backward(it.index, it.loss, it.stats, params, sites)
         with self._guard("chain breaks"):
             self._chain_breaks(tape, loss, grads, measured, it)
         with self._guard("nonfinite origin"):
@@ -38,8 +46,19 @@ class Causes:
                 self._keep_picture(tape, loss, grads, it)
         self.unrecorded.clear()
 
+    def _note_seeds(self, loss, grads, it: Iteration) -> None:
+        """Before a backward seeded with ``grads=``: whether its outputs' values and seeds are finite, the evidence
+        that tells a NaN the forward made from one backward made alone when there is no loss (gradcheck.observe.seeds)."""
+        if loss is not None or not grads:
+            return
+        from gradcheck.observe.seeds import merged, seeded_backward
+
+        with self._guard("seeded outputs"):
+            it.seeded = merged(it.seeded, seeded_backward(loss, grads, self.names.label))
+
     def _off_tape(self, call, arguments, recording) -> None:
         """A launch the tape will not hold (no tape recording, or ``record_tape=False``), for the chain-break walk."""
+        self._rows_launch(call, arguments)  # a launch that loads a gradient read between backwards
         if recording is None:
             self.unrecorded.launch(call, arguments, "launched while no tape was recording")
         elif not call.get("record_tape", True):
@@ -49,7 +68,9 @@ class Causes:
         if getattr(array, "ptr", None):
             from gradcheck.probes.sites import caller_site
 
-            self.unrecorded.host_read(array, caller_site())
+            site = caller_site()
+            self.unrecorded.host_read(array, site)
+            self._rows_read(array, "host read", site)
 
     def on_copy(self, dest, src, frame) -> None:
         """A ``wp.copy`` the program is about to make: one Warp leaves off the tape is where a gradient chain can
@@ -64,6 +85,8 @@ class Causes:
                 why = copy_unrecorded(dest, src, active_tape() is not None)
                 if why is not None:
                     self.unrecorded.copy(dest, src, program_site(frame), why, inside_warp=called_from_warp(frame))
+                if not called_from_warp(frame):
+                    self._rows_read(src, "wp.copy", program_site(frame))
 
     def _origins(self, tape, loss, grads, it: Iteration) -> None:
         """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by

@@ -9,7 +9,17 @@ Two facts come out of watching the launches and host reads of that window:
   keeps its state in the gradient buffer (AdamW ScheduleFree in PyTorch) leaves a gradient that whatever reads it
   next (a logged norm, a clip, a second optimizer) takes for the real one: ~700 logged where the truth is below 5.
   A rewrite *before* the update (projecting the gradient onto constraints, clipping it in place, as Warp's FEM
-  shape optimisation does before Adam) is the program preparing the gradient its update consumes: not a finding.
+  shape optimisation does before Adam) is the program preparing the gradient its update consumes: not a finding;
+- **a gradient cleared before the update that consumed it** (``mutated-gradient`` too): the zero step moved before
+  the optimizer step (Newton's drone with ``tape.zero()`` ahead of ``optimizer.step``) leaves the update reading
+  zeros, and training silently does nothing. So a zero step does not end the window: it is noted, and the first
+  update that reads each gradient afterwards is compared with what backward left. Cleared means *all zero* where
+  backward left a finite, nonzero gradient: a clip, a projection, or a gradient the program computed and wrote
+  itself is nonzero, and the program's business. A clearing gradcheck saw as the program's zero step
+  (``tape.zero()``) is always reported; one it did not see (``x.grad.zero_()``, ``fill_(0)``: no hook tells
+  it apart from freezing a param on purpose) only when every update of the window read zeros, so nothing trained,
+  and no launch of the program's own wrote that gradient since backward (a projection onto constraints that pin
+  every param, a box's corner, is all zero and still the program's own answer).
 
 A rewrite counts as the update's when the same launch changed both the param and its gradient (fingerprints
 before and after it); reads are launches whose code loads the gradient, ``array.numpy()`` on it, and the driver's
@@ -18,9 +28,10 @@ own readout (``gradcheck run`` reads after ``after_backward()``, where its contr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from gradcheck.model.trace import GradientRewrite
+from gradcheck.model.trace import ClearedGradient, GradientRewrite
 from gradcheck.probes.sites import caller_site, short
 
 
@@ -31,32 +42,60 @@ class _Produced:
     checksum: int  # what backward left (fingerprint)
     subject: str
     norm: float
+    finite: bool = True  # backward left no NaN/Inf there (a program may clear a NaN gradient to skip the step)
 
 
 class GradientUse:
-    """``start(...)`` after a backward, ``before``/``after`` around launches, ``read`` on host reads, ``close()``
-    at the next zero step or backward (returns the rewrites that were read)."""
+    """``start(...)`` after a backward, ``before``/``after`` around launches, ``read`` on host reads, ``zeroed``
+    at the program's own zero step (the window stays open), ``close()`` once that zero step is over or at the next
+    backward (returns the rewrites that were read and the gradients cleared before their update)."""
 
-    def __init__(self, fingerprint, norm_of) -> None:
-        self._fingerprint, self._norm_of = fingerprint, norm_of
+    def __init__(self, fingerprint, norm_of, device=None) -> None:
+        self._fingerprint, self._norm_of, self._device = fingerprint, norm_of, device
         # keyed by the gradient's memory (data pointer), not its object: a view of it is the same gradient
         self._produced: dict[int, _Produced] = {}  # grad pointer → what backward left there
         self._pending: dict[int, str] = {}  # grad pointer → the update launch that rewrote it (label)
         self._found: dict[int, GradientRewrite] = {}
+        self._zeroed_by: str | None = None  # the program's zero step seen since the backward
+        # grad pointer → what the first update that read it found: a ClearedGradient, or None (it read a gradient)
+        self._consumed: dict[int, ClearedGradient | None] = {}
+        self._prepared: set[int] = set()  # grad pointers a launch other than their update wrote since the backward
 
     @property
     def active(self) -> bool:
         return bool(self._produced)
 
-    def start(self, produced: list[tuple[object, object, int, str, float]]) -> None:
-        """(grad, owner, fingerprint, subject, norm) of every gradient backward produced for a measured array."""
-        self._produced = {g.ptr: _Produced(g, owner, fp, subject, norm) for g, owner, fp, subject, norm in produced}
-        self._pending, self._found = {}, {}
+    def start(self, produced: list[tuple]) -> None:
+        """(grad, owner, stats, subject) of every gradient backward produced for a measured array (``stats``: its
+        GradStats right after backward)."""
+        self._produced = {
+            g.ptr: _Produced(g, owner, stats.checksum, subject, stats.norm, not stats.nonfinite)
+            for g, owner, stats, subject in produced
+        }
+        self._pending, self._found, self._zeroed_by, self._consumed, self._prepared = {}, {}, None, {}, set()
 
-    def close(self) -> tuple[GradientRewrite, ...]:
-        found = tuple(self._found.values())
-        self._produced, self._pending, self._found = {}, {}, {}
-        return found
+    def zeroed(self, label: str) -> None:
+        """The program's zero step (``label``: "tape.zero() at train.py:40"). The window stays open: what backward
+        produced stays known, for an update launched after the zero step to be compared with. A read after it reads
+        the zeroed buffer, not a rewritten gradient: the rewrites not read by now are not followed further."""
+        self._pending = {}
+        if self._produced:
+            self._zeroed_by = self._zeroed_by or label
+
+    def close(self) -> tuple[tuple[GradientRewrite, ...], tuple[ClearedGradient, ...]]:
+        """The window ends: (rewrites read, gradients cleared before the update that read them)."""
+        found, cleared = tuple(self._found.values()), self._cleared()
+        self._produced, self._pending, self._found, self._zeroed_by, self._consumed = {}, {}, {}, None, {}
+        self._prepared = set()
+        return found, cleared
+
+    def _cleared(self) -> tuple[ClearedGradient, ...]:
+        """Seen zero steps always count; unseen clearings only when no update of the window read a gradient (a
+        program freezing some params by zeroing their gradients still trains the others)."""
+        hits = [c for c in self._consumed.values() if c is not None]
+        if not hits or all(c is not None for c in self._consumed.values()):
+            return tuple(hits)
+        return tuple(c for c in hits if c.clearer is not None)
 
     def before(self, call, arguments, updates: list) -> list | None:
         """``updates``: (param, grad) pairs this launch updates. Returns what ``after`` needs, or None."""
@@ -75,9 +114,30 @@ class GradientUse:
             label = by_ptr[p.grad.ptr]
             if p.grad.ptr in self._pending and access.reads_value(label):
                 self._read(p, f"launch {getattr(call.kernel, 'key', call.kernel)} ({short(caller_site())})")
-            if p.grad.ptr in updating and access.writes_to(label):  # an update that may rewrite it
+            if p.grad.ptr in updating and p.grad.ptr not in self._consumed and access.reads_value(label):
+                self._consumed[p.grad.ptr] = self._consumes(p, call)
+            elif p.grad.ptr not in updating and access.writes_to(label):
+                self._prepared.add(p.grad.ptr)  # the program's own kernel rewrote it (a projection, a mask, a clip)
+            # an update that may rewrite it (after a zero step it rewrites zeros: the clearing is what matters)
+            if p.grad.ptr in updating and access.writes_to(label) and self._zeroed_by is None:
                 token.append((p, self._fingerprint(p.grad), self._fingerprint(p.owner)))
         return token
+
+    def _consumes(self, p: _Produced, call) -> ClearedGradient | None:
+        """The first update that reads ``p``'s gradient in this window: what it reads, if backward's gradient was
+        cleared (all zero now, nonzero and finite then)."""
+        from gradcheck.probes.liveness import readable
+        from gradcheck.probes.stats import gradient_stats
+
+        if not (p.finite and p.norm > 0.0 and math.isfinite(p.norm)) or not readable(p.grad):
+            return None  # nothing to lose (or a NaN gradient the program may clear to skip the step)
+        now = gradient_stats([p.grad], device=self._device)[0]
+        if now.nonzero or (self._zeroed_by is None and p.grad.ptr in self._prepared):
+            # backward's gradient, or one the program rewrote on purpose (a clip; a projection onto constraints that
+            # pin every param, at a box's corner, is all zero and still the program's own answer)
+            return None
+        update = f"launch {getattr(call.kernel, 'key', call.kernel)} ({short(caller_site())})"
+        return ClearedGradient(p.subject, self._zeroed_by, update, p.norm)
 
     def after(self, call, token: list) -> None:
         for p, grad_before, owner_before in token:

@@ -28,12 +28,15 @@ class Iteration:
     kept: tuple | None = None
     residue: tuple = ()
     rewrites: tuple = ()
+    cleared: tuple = ()
     changed: tuple = ()
     hazards: tuple = ()
     identical: tuple = ()
     zero_step: str | None = None
     breaks: tuple = ()
     origins: tuple = ()
+    carried_reads: tuple = ()
+    seeded: object = None  # SeededBackward of the grads= backwards (gradcheck.observe.seeds)
     stats: dict = field(default_factory=dict)  # key → GradStats right after the (last) backward
     readout: dict = field(default_factory=dict)  # key → GradStats where the driver reads gradients
     extra: dict = field(default_factory=dict)  # the driver's own fields (clip_total, clipped)
@@ -60,10 +63,13 @@ class Iteration:
             site=self.site,
             residue=self.residue,
             rewrites=self.rewrites,
+            cleared=self.cleared,
             changed=self.changed,
             hazards=self.hazards,
             identical=self.identical,
             zero_step=self.zero_step,
             breaks=self.breaks,
             origins=self.origins,
+            carried_reads=self.carried_reads,
+            seeded=self.seeded,
         )

@@ -4,7 +4,8 @@ A training run of 10^5 backwards must be as auditable as one of 10, in the same 
 each gradient's running summary (a history of at most ``HISTORY`` points, thinned by half whenever it fills, its
 peak, its count); full records (a PassRecord and each gradient's ParamPass) are kept for the first
 ``KEEP_FIRST`` iterations and for every later one with something to say (leftovers, survivors, a rewrite, a
-changed input, a hazard, a bad pointer, a NaN), up to ``KEEP_NOTABLE`` of them. The checks read only these.
+gradient cleared before its update, a changed input, a hazard, a bad pointer, a NaN), up to ``KEEP_NOTABLE`` of
+them. The checks read only these.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from gradcheck.model.trace import NormSample, ParamPass, ParamTrace, PassRecord
+from gradcheck.observe.divergence import GrowthWatch
 
 KEEP_FIRST = 16
 KEEP_NOTABLE = 64
@@ -51,6 +53,7 @@ class IterationLog:
         self.iterations = 0
         self._notable = 0
         self._gradients: dict[str, _Gradient] = {}
+        self.growth = GrowthWatch()  # the loss and each gradient growing together (fed after each audited backward)
 
     def knows(self, key: str) -> bool:
         return key in self._gradients
@@ -95,6 +98,7 @@ class IterationLog:
                     history=tuple(history),
                     peak=g.peak,
                     measured=g.measured,
+                    growth=self.growth.run(key),
                 )
             )
         return tuple(traces)
@@ -105,6 +109,7 @@ def _notable(record: PassRecord, readings) -> bool:
         record.survivors
         or record.residue
         or record.rewrites
+        or record.cleared
         or record.changed
         or record.hazards
         or record.pointer_issues

@@ -49,7 +49,6 @@ from gradcheck.probes.liveness import LIVENESS, readable
 from gradcheck.probes.sites import caller_site, short
 from gradcheck.probes.warp_compat.runtime import active_tape, capturing
 
-MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
@@ -82,12 +81,11 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         self.log = IterationLog()
         self.arguments = TapeArguments()
         self.leftovers = Leftovers(device, self.names)
-        self.use = GradientUse(lambda a: values.checksum(a, device), lambda a: values.norm(a, device))
+        self.use = GradientUse(lambda a: values.checksum(a, device), lambda a: values.norm(a, device), device)
         self.pointers = PointerWatch(self.names, ledger)
         self.backwards = 0
         self.devices: dict[str, None] = {}  # where the backwards ran (their losses' devices), in order of first use
-        self.graph_replays = 0
-        self.audited_replays = 0
+        self.graph_replays = self.audited_replays = 0  # graph replays seen, and audited as a backward
         self.notes: list[str] = []  # what the observer could not do, said in the report
         self.after_backward: list = []  # driver callbacks after each backward (exec refreshes --output)
         # which backwards get the full evidence and how many did; the window since the last one is not audited;
@@ -332,7 +330,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             with self._guard("zero audit"):
                 self._zero_label = f"tape.zero() at {short(caller_site())}"
                 self.leftovers.zeroed()
-                self._close_window()
+                self.use.zeroed(self._zero_label)  # the window stays open: an update after it would read zeros
         return result
 
     def _other_computation(self, tape) -> bool:
@@ -361,6 +359,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         boundary = False
         with self._guard("iteration"):
             boundary = self._boundary()
+        self._rows_before(tape, loss, grads, boundary)  # gradients read since the last backward (Jacobian rows)
         if self.auto_iterations or self._it is None:
             self._close_window()  # the last backward's gradients: their use ends here
         if self._last is not None and boundary and not self.leftovers.audited:
@@ -377,6 +376,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         seed = loss if loss is not None else next(iter(grads or ()), None)  # backward(grads={array: seed})
         if seed is not None:
             self.devices.setdefault(str(getattr(seed, "device", "?")))
+        self._note_seeds(loss, grads, it)  # grads=: are the seeded outputs and seeds finite?
         self.names.new_event()
         self.names.tape = tape
         it.hazards, it.identical = self._hazards
@@ -422,7 +422,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             it.loss = values.scalar(loss) if loss is not None else it.loss
             it.stats = self.reader.measure(measured)
             produced = [
-                (a.grad, a, it.stats[k].checksum, self.names.gradient_subject(a), it.stats[k].norm)
+                (a.grad, a, it.stats[k], self.names.gradient_subject(a))
                 for k, a in measured.items()
                 if it.stats.get(k) is not None
             ]
@@ -460,10 +460,10 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
 
     # -- zero step ----------------------------------------------------------------------------------------------
     def _close_window(self) -> None:
-        """The gradients' use window ends (a zero step, or a new iteration): the rewrites read in it are kept."""
-        rewrites = self.use.close()
-        if rewrites and self._it is not None:
-            self._it.rewrites = self._it.rewrites + rewrites
+        """The gradients' use window ends (a zero step is over, or a new iteration): what was found in it is kept."""
+        rewrites, cleared = self.use.close()
+        if self._it is not None:
+            self._it.rewrites, self._it.cleared = self._it.rewrites + rewrites, self._it.cleared + cleared
 
     def _flush_zero(self) -> None:
         """Audit the zero step the program made (if any), now that it is over."""

@@ -32,6 +32,7 @@ class ParamBook:
         self._leaves_for = None
         # arrays another side judges (a wp.from_torch wrapper: its tensor is the torch side's param), never leaves here
         self.foreign = None
+        self.update_sites: dict[int, str | None] = {}  # id → file:line of the launch first seen updating it
 
     def declare(self, params: dict) -> None:
         """The driver's declared params (``{key: array}``), on every pass (``params()`` may hand out new arrays)."""
@@ -74,9 +75,12 @@ class ParamBook:
         """``array`` was updated from its gradient; True when that is news (a leaf or an unseen array)."""
         if id(array) in self._params:
             return False
+        from gradcheck.probes.sites import caller_site
+
         leaf = self._current.pop(id(array), None)
         key = leaf[1] if leaf is not None else self._leaf_keys.get((id(array), getattr(array, "ptr", 0)))
         self._params[id(array)] = (array, key or self._unique(name_of(array)), UPDATED)
+        self.update_sites[id(array)] = caller_site()  # the update that showed it is a param (the program's line)
         return True
 
     def _unique(self, key: str) -> str:

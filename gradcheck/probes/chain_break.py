@@ -17,6 +17,9 @@ that read the param before ``with tape:``, the ``wp.copy`` Warp did not record, 
 - if the loss is not reached, the walk says where the values went instead: to the host (a round trip), or into
   arrays nothing on the tape reads.
 
+A backward seeded with ``tape.backward(grads={y: seed})`` has no loss: its seeded outputs are the roots the walk
+looks for, and the findings name them ("the seeded output y"), never a loss the program does not have.
+
 Intermediate gradients after backward cannot tell where it stopped: Warp 1.19's adjoint of a plain store clears
 the output's gradient once it has used it, so a healthy intermediate reads zero too (measured). Only arrays the
 tape holds (or the program's params) are ever read; events outside the tape are known by data pointer alone.
@@ -38,6 +41,7 @@ CAUSES = {
     "unrecorded-copy": "a wp.copy Warp did not record",
     "no-adjoint-builtin": "a builtin without an adjoint",
     "zero-adjoint": "a launch whose adjoint passes nothing back",
+    "wrong-adjoint": "a launch whose adjoint passes nothing back, in a kernel holding a construct Warp mishandles",
     "dead-end": "the values reach nothing the loss depends on",
     "replaced": "the tape reads a newer array of the param's name",
 }
@@ -51,17 +55,26 @@ def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int |
         return ()
     graph = FlowGraph(tape, events, recording, extra=targets.values())
     sinks = {graph.canon(a.ptr) for a in [loss, *(grads or {})] if a is not None and getattr(a, "ptr", None)}
+    root = _root(loss, grads, name_of)
     found = []
     for key, array in targets.items():
         if not getattr(array, "ptr", None):
             continue
-        result = _diagnose_one(graph, key, array, sinks, name_of)
+        result = _diagnose_one(graph, key, array, sinks, name_of, root)
         if result is not None:
             found.append(result)
     return tuple(found)
 
 
-def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> ChainBreak | None:
+def _root(loss, grads, name_of) -> str:
+    """What the gradient flows back from, as the findings say it: the loss, or the outputs grads= seeded."""
+    if loss is not None or not grads:
+        return "the loss"
+    names = [name_of(a) for a in grads]
+    return f"the seeded output {names[0]}" if len(names) == 1 else f"the seeded outputs ({', '.join(names[:3])})"
+
+
+def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of, root: str) -> ChainBreak | None:
     start = graph.canon(param.ptr)
     arrival: dict[int, float] = {start: -math.inf}
     parent: dict[int, tuple[Edge, int]] = {}
@@ -85,7 +98,7 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
     reached = next((s for s in sinks if s in parent), None)
     if reached is not None:
         path = _path(parent, reached, start)
-        return _on_path(graph, key, name, path, label)
+        return _on_path(graph, key, name, path, label, root)
     if not readers:
         return _unread(graph, key, param, name, name_of)
     if host:
@@ -126,8 +139,8 @@ def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of) -> Cha
         label(last),
         path[-1][0].place() if path else None,
         path[-1][0].index if path else None,
-        f"{name}'s values reach {label(last)}, and nothing the loss depends on reads it afterwards",
-        f"check that the loss is computed from {label(last)} (or from what {name} should change)",
+        f"{name}'s values reach {label(last)}, and nothing {root} depends on reads it afterwards",
+        f"check that {root} is computed from {label(last)} (or from what {name} should change)",
         _arrays(path, label),
     )
 
@@ -232,13 +245,13 @@ def _arrays(path, label) -> tuple[str, ...]:
     return tuple(label(b) for _e, _a, b in path)
 
 
-def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak | None:
+def _on_path(graph: FlowGraph, key: str, name: str, path, label, root: str = "the loss") -> ChainBreak | None:
     """The loss is reached along ``path``: the first link (from the loss back) backward cannot cross."""
     arrays = _arrays(path, label)
     for position in range(len(path) - 1, -1, -1):
         edge, a, _b = path[position]
         if not edge.recorded:
-            return _unrecorded(graph, key, name, path, position, label, arrays)
+            return _unrecorded(graph, key, name, path, position, label, arrays, root)
         if edge.why == "no-backward":
             return ChainBreak(
                 key,
@@ -246,8 +259,8 @@ def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak |
                 label(a),
                 edge.place(),
                 edge.index,
-                f"{edge.place()}, a kernel built with enable_backward=False, is on the path from {name} to the "
-                f"loss: backward skips it, so nothing reaches {label(a)}",
+                f"{edge.place()}, a kernel built with enable_backward=False, is on the path from {name} to "
+                f"{root}: backward skips it, so nothing reaches {label(a)}",
                 f"build {edge.what} with enable_backward=True (the default), or give it a @wp.func_grad",
                 arrays,
             )
@@ -255,14 +268,14 @@ def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak |
         if array is not None and a != path[0][1] and getattr(array, "grad", None) is None:
             before = path[position - 1][0] if position > 0 else None
             if before is not None and before.kind == "copy" and not before.recorded:  # the copy is what was written
-                return _unrecorded(graph, key, name, path, position - 1, label, arrays)
+                return _unrecorded(graph, key, name, path, position - 1, label, arrays, root)
             return ChainBreak(
                 key,
                 "no-grad",
                 label(a),
                 edge.place(),
                 edge.index,
-                f"{label(a)}, between {name} and the loss, has no gradient buffer (allocated with "
+                f"{label(a)}, between {name} and {root}, has no gradient buffer (allocated with "
                 f"requires_grad=False): {edge.place()} cannot pass the gradient back into it",
                 f"allocate {label(a)} with requires_grad=True",
                 arrays,
@@ -270,7 +283,9 @@ def _on_path(graph: FlowGraph, key: str, name: str, path, label) -> ChainBreak |
     return _zero_adjoint(graph, key, name, path, label, arrays)
 
 
-def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, label, arrays) -> ChainBreak:
+def _unrecorded(
+    graph: FlowGraph, key: str, name: str, path, position: int, label, arrays, root: str = "the loss"
+) -> ChainBreak:
     """The link at ``position`` (the one nearest the loss that the tape does not hold), with the unrecorded links
     right before it (a run of launches made before ``with tape:``)."""
     edge, a, _b = path[position]
@@ -305,7 +320,7 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
             label(a),
             edge.place(),
             None,
-            f"{label(a)} reaches the loss through {edge.place()}, which Warp did not record ({edge.why}; it records "
+            f"{label(a)} reaches {root} through {edge.place()}, which Warp did not record ({edge.why}; it records "
             "a copy only while a tape records and both arrays have a gradient): the gradient stops there",
             "give both arrays of that copy requires_grad=True and copy under the tape, or do the copy with a kernel "
             "under the tape",
@@ -324,7 +339,7 @@ def _unrecorded(graph: FlowGraph, key: str, name: str, path, position: int, labe
         label(start),
         places,
         None,
-        f"{label(start)} reaches the loss through {places}, {launched}{_unrecorded_why(run)}: backward never "
+        f"{label(start)} reaches {root} through {places}, {launched}{_unrecorded_why(run)}: backward never "
         f"differentiates {them}, so the gradient stops there",
         "make " + ("that launch" if len(run) == 1 else "those launches") + " inside `with tape:`",
         arrays,
@@ -359,6 +374,20 @@ def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) ->
                 "@wp.func_grad) or do not learn it through this launch",
                 arrays,
             )
+        mishandled = _mishandled(edge.kernel)
+        if mishandled is not None:
+            where, construct, bug = mishandled
+            return ChainBreak(
+                key,
+                "wrong-adjoint",
+                label(a),
+                edge.place(),
+                edge.index,
+                f"{edge.place()} passes no gradient from {label(b)} back to {label(a)}, and {edge.what} holds a "
+                f"construct Warp differentiates wrongly: {where}: {construct} ({bug.issue})",
+                bug.workaround,
+                arrays,
+            )
         return ChainBreak(
             key,
             "zero-adjoint",
@@ -371,6 +400,30 @@ def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) ->
             arrays,
         )
     return None
+
+
+def _mishandled(kernel) -> tuple | None:
+    """(file:line, construct, bug) of the first construct in ``kernel`` that the running Warp differentiates wrongly
+    (gradcheck.probes.kernel_patterns, gradcheck.model.known_bugs): a zero adjoint there is Warp's, not the math's."""
+    import warp as wp
+
+    from gradcheck.model import known_bugs
+    from gradcheck.probes.kernel_patterns import suspects
+    from gradcheck.probes.sites import short
+
+    try:
+        found = suspects(kernel)
+    except Exception:  # noqa: BLE001 - a kernel whose source cannot be read names no construct
+        return None
+    for suspect in found:
+        bug = getattr(known_bugs, suspect.bug, None)
+        if bug is not None and bug.affects(getattr(wp, "__version__", None)):
+            return short(suspect.where) if suspect.where else _kernel_name(kernel), suspect.what, bug
+    return None
+
+
+def _kernel_name(kernel) -> str:
+    return getattr(kernel, "key", None) or getattr(kernel, "__name__", "the kernel")
 
 
 def _passes_gradient(graph: FlowGraph, edge: Edge, a: int, b: int) -> bool | None:

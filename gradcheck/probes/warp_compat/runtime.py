@@ -66,10 +66,27 @@ def quiet():
     values overflow, Warp's UserWarning when gradcheck replays a backward through an ``enable_backward=False``
     kernel, are gradcheck's arithmetic, not the program's (whose stderr a user or a test suite reads, perhaps with
     ``-W error``, which would turn them into gradcheck's internal errors)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with _warp_quiet():
-            yield
+    with own_warnings_ignored(), _warp_quiet():
+        yield
+
+
+_IGNORE_ALL = ("ignore", None, Warning, None, 0)  # what warnings.simplefilter("ignore") puts first
+
+
+@contextlib.contextmanager
+def own_warnings_ignored():
+    """Every warning raised meanwhile is ignored, and the program's warning state is left exactly as it was.
+
+    Not ``warnings.catch_warnings()``: leaving it marks the filters mutated, which forgets every "already shown"
+    of the program's own warnings, so a warning python shows once per location (NewtonWarning in Newton's IK tests)
+    would show again after each of gradcheck's hooks. One "ignore" entry at the head of the live filter list,
+    removed on the way out, changes nothing the program can see: an ignored warning is not recorded as shown."""
+    warnings.filters.insert(0, _IGNORE_ALL)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the list the program's own catch_warnings() put back may lack it
+            warnings.filters.remove(_IGNORE_ALL)
 
 
 @contextlib.contextmanager

@@ -109,7 +109,10 @@ for iteration in range(1, options.iterations + 1):
         if options.mistake == "new-tape-zero":
             tape.zero()  # a new tape has recorded nothing: this clears nothing
     backwards = 2 if options.mistake == "accumulate" else 1
-    for _ in range(backwards):
+    for k in range(backwards):
+        if k:  # record the forward again on a fresh tape: the params' gradients stay and add up, on purpose
+            y.grad.zero_()  # the intermediate's adjoint would otherwise be propagated twice
+            tape = wp.Tape()
         loss.zero_()
         with tape:
             if options.mistake == "aos-freed":
@@ -122,8 +125,6 @@ for iteration in range(1, options.iterations + 1):
         if options.mistake == "target-changed" and iteration == options.at:
             target.assign(target.numpy() + 1.0)
         tape.backward(loss)
-        if backwards > 1:
-            tape.reset()  # record the forward again; the gradients stay and add up, on purpose
     step = sgd_in_place if options.mistake == "optimizer-in-place" else sgd
     wp.launch(step, dim=4, inputs=[x, x.grad, 0.05])
     norms.append(float(np.linalg.norm(x.grad.numpy())))
