@@ -164,7 +164,7 @@ def test_selftest_matrix_holds_on_this_version():
         pytest.skip("on the latest Warp, tests/test_selftest_and_new.py runs the full selftest through the CLI")
     from gradcheck.engine.selftest import NEWTON, cases, run_selftest
 
-    outcomes = run_selftest("cpu", passes=2)
+    outcomes = run_selftest("cpu", passes=3)  # vanishing judges 3 backwards at least
     bad = [(o.case.label, sorted(o.fired), o.error) for o in outcomes if not o.ok]
     assert not bad, bad
     unbuildable = [c.label for c in cases(WARP) if c.min_warp and version_tuple(WARP) < version_tuple(c.min_warp)]

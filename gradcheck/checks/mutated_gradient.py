@@ -59,9 +59,10 @@ gradient: it consumed no gradient, and the training silently does nothing. The f
 zero step with its line ("tape.zero() at train.py:40"), and the update launch with its line. Evidence: the
 program's own zero step (tape.zero()) between backward and the update is an error; a clearing gradcheck does not
 see as a zero step (x.grad.zero_(), fill_(0), a copy of zeros) is an error only when every update after that
-backward read zeros (zeroing some params' gradients is how a program freezes them; the others still train) and no
+backward read zeros (zeroing some params' gradients is how a program freezes them; the others still train), no
 kernel of the program's own wrote the gradient in between (a projection onto constraints that pin every param is
-all zero, and the program's answer). Not a finding: the zero step after the update (the normal loop), a gradient
+all zero, and the program's answer), and it happened on every backward (on some only, it may be a freeze the
+program means for a while: an info). Not a finding: the zero step after the update (the normal loop), a gradient
 rewritten before the update and not zero (a clip, a projection), an update given a gradient buffer of its own.
 
 Fix: zero the gradients after the update consumed them.
@@ -122,10 +123,13 @@ def _cleared(trace: Trace) -> tuple[Finding, ...]:
             "a write gradcheck does not see as a zero step (x.grad.zero_(), fill_(0) or a copy of zeros)"
         )
         backward = f"backward #{record.index}" + (f" ({short_site(record.site)})" if record.site else "")
+        # an unseen clear on some backwards only may be a freeze the program means (zeroing a gradient for a while
+        # to hold the param): no verdict; on every one it kept, the program never trains, seen or not
+        meant = first.clearer is None and len({rec.index for rec, _c in members}) < len(trace.passes)
         findings.append(
             Finding(
                 check=NAME,
-                severity=Severity.ERROR,
+                severity=Severity.INFO if meant else Severity.ERROR,
                 subject=first.subject,
                 message=(
                     f"{first.subject}{others}: {backward} produced norm {first.produced_norm:.4g}, then "

@@ -56,6 +56,7 @@ class Fit:
         self.pinned = wp.zeros(N, dtype=float, device=device)  # every value pinned (the projected-to-zero variant)
         # the gradients copied into buffers of the program's own (the own-gradient variant)
         self.own = [wp.zeros(N, dtype=float, device=device) for _ in range(2)]
+        self.updates = 0  # updates made so far (the warm-up-freeze variant holds every param for the first two)
 
     def forward(self):
         """One recorded forward (call it inside ``with tape:``); returns the loss."""
@@ -67,6 +68,7 @@ class Fit:
         """Everything between backward and the next forward: the update, with the zero step (``zero()``) where
         ``variant`` puts it."""
         params = (self.w, self.b)
+        self.updates += 1
         if variant == "zero-before-update":
             zero()  # the mistake: the update below reads the zeros tape.zero() left
         elif variant == "zeroed-by-hand":
@@ -74,6 +76,9 @@ class Fit:
                 p.grad.zero_()  # the same mistake, by hand
         elif variant == "freeze-bias":
             self.b.grad.zero_()  # b frozen on purpose: w still trains
+        elif variant == "warm-up-freeze" and self.updates <= 2:
+            for p in params:
+                p.grad.zero_()  # every param held on purpose for the first two updates, then trained
         elif variant == "clip-before-update":
             for p in params:
                 wp.launch(clip_in_place, dim=N, inputs=[p.grad, CLIP])  # preparing what the update consumes
@@ -98,6 +103,7 @@ VARIANTS = {
     "zero-before-update": "tape.zero() before the SGD launches: they read zeros, the fit never moves",
     "zeroed-by-hand": "w.grad and b.grad zeroed by hand (zero_()) before the SGD launches",
     "freeze-bias": "b.grad zeroed before the update on purpose (b frozen); w trains",
+    "warm-up-freeze": "w.grad and b.grad zeroed by hand before the first two updates (a freeze), then trained",
     "clip-before-update": "the gradients clipped in place before the update consumes them",
     "projected-to-zero": "the gradients projected onto constraints that pin every value (a launch zeroes them)",
     "own-gradient": "the gradients copied into buffers of the program's own, tape.zero(), then SGD from the copies",
