@@ -92,6 +92,23 @@ def test_a_late_divergence_is_followed_past_the_audit_cadence():
     assert result.sampling is not None  # the cadence did sample: the extension, not an audit of everything
 
 
+def test_a_loss_that_grows_while_the_program_descends_without_overshooting_is_no_divergence():
+    """The loss, gradient and steps grow for good, but every step lands short of the minimum (the next gradient
+    points the same way): a penalty tripled every iteration (an info once past --max-norm, a steep objective), a
+    target that moves away as fast as the steps reach it (silent)."""
+    (steep,) = _exec("--mode", "stiffening")[0]
+    assert steep.severity.label == "info" and steep.evidence["tracks_loss"] is True
+    assert _exec("--mode", "moving-target")[0] == []
+
+
+def test_a_divergence_updated_on_the_host_is_an_error():
+    """x.assign(x.numpy() - lr * x.grad.numpy()): no update launch, x is a leaf to the observer, and only the measured
+    steps (against the gradient, past the minimum, growing) show the program trains it and diverges."""
+    (finding,), _ = _exec("--mode", "host")
+    assert finding.severity.label == "error" and finding.subject == "x.grad"
+    assert finding.evidence["divergence"]["update_site"] is None and "the training diverges" in finding.message
+
+
 def test_growth_that_recovers_is_silent():
     """Seven diverging warm-up updates (the loss ×117), then a converging step: the loss falls for good."""
     assert _exec("--mode", "warmup", "--iterations", "20")[0] == []
@@ -176,9 +193,11 @@ def _trace(run: GrowthRun | None, peak: float = 10.0) -> Trace:
     return Trace("t", None, "cpu", params=(param,), fixed_params=False)
 
 
-def _growth(steps: int = 6, descent: int = 4, ascent: int = 0, measured: int = 4, grew: bool = True) -> GrowthRun:
-    first, last = UpdateStep(3, 1.0, -1.0), UpdateStep(6, 5.0, -5.0)
-    return GrowthRun(1, 1 + steps, (1.0, 1e3), (1.0, 40.0), measured, descent, ascent, grew, first, last)
+def _growth(
+    steps: int = 6, descent: int = 4, ascent: int = 0, measured: int = 4, grew: bool = True, overshoots: int = 4
+) -> GrowthRun:
+    first, last = UpdateStep(3, 1.0, -1.0, -0.9), UpdateStep(6, 5.0, -5.0, -0.9)
+    return GrowthRun(1, 1 + steps, (1.0, 1e3), (1.0, 40.0), measured, descent, ascent, grew, overshoots, first, last)
 
 
 @pytest.mark.parametrize(
@@ -189,6 +208,7 @@ def _growth(steps: int = 6, descent: int = 4, ascent: int = 0, measured: int = 4
         (_growth(steps=3), None),  # three growing updates: not yet a divergence
         (_growth(descent=3, ascent=1), None),  # one measured update went along the gradient: no verdict
         (_growth(grew=False), None),  # bounded steps (an Adam-like update): no divergence
+        (_growth(overshoots=3), None),  # one update did not step past the minimum (the gradient kept its direction)
         (_growth(measured=0, descent=0), "info"),  # updates not measured: said, no verdict
         (None, None),
     ],

@@ -60,6 +60,8 @@ def test_a_kernel_that_loads_the_row_is_the_read_named():
         "rows_grad_zeroed.py",  # x.grad.zero_() after each row: no hook sees it, the values do
         "rows_summed.py",  # three backwards, one read at the end: deliberate accumulation
         "rows_differenced.py",  # the running sum read on purpose, rows as g - prev
+        "rows_differenced_elsewhere.py",  # the sums returned by one function, differenced in another
+        "rows_two_quantities.py",  # each backward's gradient read at a place of its own: the sum is meant
     ],
 )
 def test_the_clean_twins_stay_silent(program):

@@ -165,3 +165,21 @@ def test_a_diverging_loop_is_not_vanishing():
     run's largest loss, flagged it; judged from the first backward on, against each backward's own loss, it is not."""
     norms, losses = [7e7, 1e10, 1e13, 1e16, 2e18], [5e8, 1e13, 1e18, 1e24, 4e29]
     assert _subjects(_param("x.grad", norms, losses, value_norm=10.0)) == []
+
+
+def test_a_param_the_program_moved_is_training_however_faint():
+    """Adam normalises its steps: a physically tiny but real gradient still carries the param to its optimum. Its
+    value norm at the end against the one after its first update shows it moved: no verdict; unmoved, the warning."""
+    import dataclasses
+
+    faint = _param("c.grad", [1e-12] * 3, value_norm=0.1)
+    assert _subjects(faint) == ["c.grad"]  # no final value known (run, or unread): judged on the gradient alone
+    assert _subjects(dataclasses.replace(faint, final_value_norm=0.1)) == ["c.grad"]  # it stayed put
+    assert _subjects(dataclasses.replace(faint, final_value_norm=0.9)) == []  # it moved by 0.8 of its scale
+
+
+def test_adam_carrying_a_faint_param_to_its_optimum_is_silent_and_sgd_stuck_is_not():
+    """adam_floor.py: every gradient is below float32's resolution against the loss's floor of 100; Adam still moves
+    c from 0 to 1 (silent: it trains), plain SGD leaves it at 0 (the warning)."""
+    assert _found(_exec("adam_floor.py")) == set()
+    assert _found(_exec("adam_floor.py", "--sgd")) == {("vanishing", "warning", "c.grad")}

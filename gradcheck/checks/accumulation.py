@@ -45,9 +45,11 @@ Evidence and severity (the same under run, exec and audit()):
 - rows: backwards on one computation (the same tape, or the same launches at unmoved params) seeded on different
   outputs or with different seeds (a Jacobian taken row by row), the gradient read after one of them (numpy(),
   wp.copy, a launch that loads it; not an update), still exactly that value when the next backward starts (nothing
-  cleared it), changed by that backward, and read again: error, naming that read. No verdict (an info) when the
-  reading code's source cannot be read; nothing when it subtracts two reads of the gradient (row = g - prev,
-  np.diff: the running sum on purpose), nor for several backwards and one read at the end.
+  cleared it), changed by that backward, and read again at the same place (a row read in a loop): error, naming
+  that read. No verdict (an info) when the reading code's source cannot be read; nothing when it subtracts two reads
+  of the gradient (row = g - prev, np.diff, also in a function of the same file the reads are passed to or
+  returned from: the running sum on purpose), when the second read is at another place (task 1's gradient logged,
+  then the total of both: two quantities to the program), nor for several backwards and one read at the end.
 
 Common causes: tape.zero() never called, or called before backward (Tape.gradients is filled only during
 backward, so zeroing a fresh tape clears nothing); only the params zeroed by hand while intermediate

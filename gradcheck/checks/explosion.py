@@ -5,9 +5,9 @@ gradient step after step (chaotic dynamics, stiff contacts), not a planted bug.
 Three rules, each read off the program's own evidence:
 
 - **divergence** (a program that trains): the loss, a param's gradient norm and the program's own update of it all
-  grew on at least ``STEPS`` consecutive updates (five backwards), the updates stepping against the gradient (descent), with no
-  recovery by the end of the run or an end in NaN/Inf (gradcheck.observe.divergence): a step size past the stable
-  range. An error, whatever the norm. The same run stepping *along* the gradient is a program maximising its
+  grew on at least ``STEPS`` consecutive updates (five backwards), the updates stepping against the gradient
+  (descent) and past the minimum (the next gradient points back), with no recovery by the end of the run or an end
+  in NaN/Inf (gradcheck.observe.divergence): a step size past the stable range. An error, whatever the norm. The same run stepping *along* the gradient is a program maximising its
   objective, whose loss is meant to grow: no verdict.
 - **a --max-norm the user gave** is a promise: a norm above it is an error whatever the loss did.
 - **the default --max-norm**: a norm above it is an error, with one exception: when the gradient grew only as much
@@ -41,13 +41,16 @@ update after update), or a gradient grows by orders of magnitude along the horiz
 Evidence and severity:
 - Divergence (exec, audit(): a program that trains): over at least 5 consecutive backwards (the 4 updates of the
   program's own optimizer between them) the loss grew, a param's gradient norm grew, and the update of that param
-  (x after the next backward minus x at this one, measured once the growth is two backwards old) grew and stepped
-  against the gradient (descent); the loss grew at least 10x and the gradient 3x over the run, and it never fell again before the
-  program ended (or it ended in NaN/Inf): an error, whatever the norm, naming the backward whose update started it
-  and the launch seen updating the param. While the loss and a gradient grow, every backward is audited, so a late
-  divergence is seen update by update. The same growth with updates along the gradient (gradient ascent: the
-  program maximises its objective) is no verdict; with updates gradcheck could not measure, an info. A run that
-  falls again (a line search backtracking, a warm-up) is forgotten.
+  (x after the next backward minus x at this one, measured once the growth is two backwards old) grew, stepped
+  against the gradient (descent) and past the minimum along it (the next gradient points back: an overshoot); the
+  loss grew at least 10x and the gradient 3x over the run, and it never fell again before the program ended (or it
+  ended in NaN/Inf): an error, whatever the norm, naming the backward whose update started it and the launch seen
+  updating the param. A param updated on the host (x.assign(...), no update launch) is judged too: its measured
+  steps show the program trains it. While the loss and a gradient grow, every backward is audited, so a late
+  divergence is seen update by update. No verdict: the same growth with updates along the gradient (gradient
+  ascent: the program maximises its objective), or with steps that land short of the minimum (a penalty stiffened
+  every iteration, a target moving away: the gradient keeps its direction); with updates gradcheck could not
+  measure, an info. A run that falls again (a line search backtracking, a warm-up) is forgotten.
 - A --max-norm you give (run, exec, blame; max_norm= to gradcheck.check or gradcheck.audit) is a promise: any param
   norm above it is an error, whatever the loss did.
 - The default --max-norm (1e6): a norm above it is an error, unless the gradient only grew as the loss did: if
@@ -88,6 +91,11 @@ def check(trace: Trace, options: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding
         found = _judged(trace, p, options)
         if found is not None:
             findings.append(found)
+    for p in trace.params:
+        # a leaf the program was seen stepping against its gradient (updated on the host, no update launch): its
+        # divergence is the program's training diverging, whatever else it is
+        if not p.is_param and p.growth is not None and _grew(p.growth) and _descends(p.growth):
+            findings.append(_divergence(trace, p, p.growth, options))
     for fam, members in group_by_family(params, key=lambda p: p.name).items():
         if len(members) >= 3:
             found = _growth(fam, members, options)
@@ -119,8 +127,10 @@ def _grew(run: GrowthRun) -> bool:
 
 
 def _descends(run: GrowthRun) -> bool:
-    """Every measured update stepped against the gradient, each larger than the last (two at least)."""
-    return run.measured >= 2 and run.descent == run.measured and run.sizes_grew
+    """Every measured update (two at least) stepped against the gradient, larger than the last, and past the minimum
+    along it (the next gradient pointed back: an overshoot). A correct program whose loss grows while it descends
+    (a target moving away, a penalty stiffened each step, a temperature lowered) keeps its gradient's direction."""
+    return run.measured >= 2 and run.descent == run.measured == run.overshoots and run.sizes_grew
 
 
 def _evidence(trace: Trace, p: ParamTrace, peak: NormSample | None, options: CheckOptions) -> dict:
@@ -163,7 +173,8 @@ def _divergence(trace: Trace, p: ParamTrace, run: GrowthRun, options: CheckOptio
         f"the training diverges: from the update after backward {run.start}{launch} on, each of {run.steps} "
         f"consecutive updates made the loss ({run.losses[0]:.3g} → {run.losses[1]:.3g}), this gradient's norm "
         f"({run.norms[0]:.3g} → {run.norms[1]:.3g}) and the next update ({first.size:.3g} → {last.size:.3g}, "
-        f"every one against the gradient) grow, {ending}: the step overshoots the minimum by more each time, "
+        f"every one against the gradient and past the minimum: the next gradient pointed back) grow, {ending}: the "
+        "step overshoots the minimum by more each time, "
         "a step size past the stable range (gradient descent needs a step below 2/L, L the loss's curvature)"
     )
     return Finding(

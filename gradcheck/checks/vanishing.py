@@ -31,6 +31,9 @@ Why the verdict needs more than one small gradient (each a false warning on corr
   makes redundant, a gate that sits saturated. Siblings are the params with the same owner path (the subject up
   to its last ``.field``, see ``owner``); the program's own root object is no layer: ``example.drag`` beside a
   training ``example.stiffness`` (every array of a Warp example hangs off one object) is still judged.
+- a param the program visibly moved over the run (its value norm at the end differs from the one after its first
+  update by ``MOVED`` of its scale) trains, whatever its gradient's size: a step-normalising optimiser (Adam)
+  follows a physically tiny but real gradient to the optimum.
 A backward whose loss is unknown (a ``grads=``-seeded backward) or non-finite, or whose gradient is absent or
 non-finite, leaves the param without a verdict. Exactly zero on every backward is missing-gradient's business.
 """
@@ -66,7 +69,9 @@ shrank as the loss reached its minimum (a bias at its optimum); fewer than 3 aud
 run); one param of a layer or struct whose sibling params (the same owner path: model.fc.bias beside
 model.fc.weight) train; a backward with an unknown loss (seeded with grads=). A program's root object (a global
 such as example, p or model, a scenario's attribute) is no layer: example.drag beside a training example.stiffness is
-still reported. Exactly zero is missing-gradient.
+still reported. Nor is a param the program visibly moved over the run (its value norm changed by 1e-3 of its scale
+from its first update to the end): its optimizer follows the gradient, however small (Adam normalises its steps).
+Exactly zero is missing-gradient.
 
 Common causes: a coefficient in the wrong units (1e-12 instead of 1e-3), a loss dominated by other terms, a
 param that only matters through a saturated function.
@@ -156,9 +161,20 @@ def _judge(param: ParamTrace, trace: Trace, threshold: float) -> _Faint | None:
         return None
     s = scale(param)
     sensitivities = tuple(_sensitivity(x, s) for x in samples)
-    if any(v is None or v >= threshold for v in sensitivities):
+    if any(v is None or v >= threshold for v in sensitivities) or _moved(param, s):
         return None
     return _Faint(param, samples, sensitivities, s)
+
+
+MOVED = 1e-3  # the param's value norm changed by this much of its scale over the run: the program trains it
+
+
+def _moved(param: ParamTrace, scale_: float) -> bool:
+    """The program moved the param over the run (its value norm at the end against the one read after its first
+    update): whatever the gradient's size, its optimizer follows it (Adam normalises every step, so a physically
+    tiny but real gradient still trains the param to its optimum). A param that cannot train stays put."""
+    first, last = param.value_norm, param.final_value_norm
+    return math.isfinite(first) and math.isfinite(last) and abs(last - first) >= MOVED * scale_
 
 
 def _finding(trace: Trace, faint: _Faint, members: list[_Faint], who: str, threshold: float) -> Finding:

@@ -16,6 +16,9 @@ class UpdateStep:
     backward: int  # the backward whose gradient the update followed
     size: float  # ||x_next - x||
     along: float  # <x_next - x, g> / ||g||: the step's component along the gradient
+    # <g_next, g> / (||g_next|| ||g||): below 0 the step crossed the minimum along the gradient (an overshoot: the
+    # next gradient points back); None when the next gradient could not be read
+    turn: float | None = None
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class GrowthRun:
     descent: int = 0  # of them, steps against the gradient
     ascent: int = 0  # of them, steps along it
     sizes_grew: bool = True  # every measured update was larger than the one before
+    overshoots: int = 0  # measured updates after which the gradient pointed back (UpdateStep.turn < 0)
     first_update: UpdateStep | None = None
     last_update: UpdateStep | None = None
     nonfinite_at: int | None = None  # the backward right after the run whose loss or gradient was NaN/Inf

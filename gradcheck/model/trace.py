@@ -69,6 +69,8 @@ class ParamTrace:
     peak: NormSample | None = None  # the largest finite norm on any backward
     measured: int = 0  # backwards it was measured after (≥ len(passes) when a long run dropped records)
     growth: GrowthRun | None = None  # its loss and gradient growing together at the end of a training run
+    # the value norm when the trace was taken (the program's end): a program that moved the param trains it
+    final_value_norm: float = float("nan")
 
     @property
     def norms(self) -> tuple[float, ...]:

@@ -34,9 +34,10 @@ class Causes(RowReadHooks):
         self._rows_after(tape, loss, grads, measured, it)  # the gradients read between backwards (Jacobian rows)
         if not self.fixed_params:
             with self._guard("divergence watch"):
-                params = {k: a for k, a in measured.items() if self.book.is_param(a)}
-                sites = {k: self.book.update_sites.get(id(a)) for k, a in params.items()}
-                self.log.growth.after_backward(it.index, it.loss, it.stats, params, sites)
+                # every measured array, leaves too: a program that updates x on the host (x.assign(x.numpy() - lr
+                # * g)) runs no update launch, and only the measured step against the gradient shows it trains x
+                sites = {k: self.book.update_sites.get(id(a)) for k, a in measured.items()}
+                self.log.growth.after_backward(it.index, it.loss, it.stats, measured, sites)
         with self._guard("chain breaks"):
             self._chain_breaks(tape, loss, grads, measured, it)
         with self._guard("nonfinite origin"):
@@ -45,6 +46,19 @@ class Causes(RowReadHooks):
             with self._guard("dataflow picture"):
                 self._keep_picture(tape, loss, grads, it)
         self.unrecorded.clear()
+
+    def _final_norms(self) -> dict:
+        """key → the value norm of each param now (one launch): vanishing asks whether the program moved it."""
+        from gradcheck.observe import values
+        from gradcheck.probes.liveness import readable
+
+        found = {}
+        with self._guard("final values"):
+            if not self.fixed_params:
+                params = {k: a for k, a in self.book.measured().items() if self.book.is_param(a) and readable(a)}
+                norms = values.norms(params.values(), self.device)
+                found = {k: norms[id(a)] for k, a in params.items() if id(a) in norms}
+        return found
 
     def _note_seeds(self, loss, grads, it: Iteration) -> None:
         """Before a backward seeded with ``grads=``: whether its outputs' values and seeds are finite, the evidence

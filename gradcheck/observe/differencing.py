@@ -35,12 +35,46 @@ def reads_take_differences(site: str | None) -> bool | None:
     located = _locate(site)
     if located is None:
         return None
-    scope, line = located
+    tree, scope, line = located
     statement = _statement_at(scope, line)
     if statement is None:
         return None
     derived = _flow(scope, statement)
-    return _differences(scope, derived)
+    return _differences(scope, derived) or _elsewhere(tree, scope, derived, DEPTH)
+
+
+DEPTH = 3  # calls followed from the reading code: a helper that takes the rows, one that returns them
+
+
+def _elsewhere(tree, scope, derived: _Derived, depth: int) -> bool:
+    """The reads flow out of ``scope`` into a function of the same module (``J = rows_from_running_sum(reads)``) or
+    back to its callers (``return rows``): followed there, the differences may be taken in that code."""
+    if depth <= 0:
+        return False
+    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.func.id not in functions:
+            continue
+        callee = functions[node.func.id]
+        names = [a.arg for a in callee.args.posonlyargs + callee.args.args]
+        passed = {names[i] for i, a in enumerate(node.args) if i < len(names) and derived.mentions(a)}
+        passed |= {k.arg for k in node.keywords if k.arg in names and derived.mentions(k.value)}
+        if passed and callee is not scope and _followed(tree, callee, _Derived(passed), depth):
+            return True
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        isinstance(n, ast.Return) and n.value is not None and derived.mentions(n.value) for n in ast.walk(scope)
+    ):
+        for node in ast.walk(tree):  # the calls of this function: what their results are bound to, there
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == scope.name:
+                outer = _scope_of(tree, node.lineno)
+                if outer is not scope and _followed(tree, outer, _Derived(set(), {id(node)}), depth):
+                    return True
+    return False
+
+
+def _followed(tree, scope, derived: _Derived, depth: int) -> bool:
+    _propagate(scope, derived)
+    return _differences(scope, derived) or _elsewhere(tree, scope, derived, depth - 1)
 
 
 def kernel_subtracts(function: ast.FunctionDef | None, argument: str) -> bool | None:
@@ -71,7 +105,7 @@ def _locate(site: str | None):
     if tree is None:
         return None
     number = int(line)
-    return _scope_of(tree, number), number
+    return tree, _scope_of(tree, number), number
 
 
 def _stamp(path: str) -> float | None:

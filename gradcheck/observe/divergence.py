@@ -97,7 +97,9 @@ def _may_diverge(run: GrowthRun) -> bool:
     """Every update measured so far stepped against the gradient, each larger than the last. A run that stepped
     along it (ascent) or whose steps stopped growing (a bounded step, Adam's) is no divergence: it is neither
     followed past the audit cadence nor copied any more (its growth is kept, for the report to say so)."""
-    return run.ascent == 0 and run.descent == run.measured and run.sizes_grew
+    if run.measured == 0 and run.steps > WATCH_FROM:
+        return False  # its updates could not be measured (too large to copy, unreadable): following cannot judge it
+    return run.ascent == 0 and run.descent == run.measured == run.overshoots and run.sizes_grew
 
 
 def _advance(g: _Gradient, index: int, loss: float | None, norm: float, nonfinite: bool, step) -> None:
@@ -132,6 +134,7 @@ def _with_step(run: GrowthRun, step: UpdateStep) -> GrowthRun:
         descent=run.descent + (step.along < 0),
         ascent=run.ascent + (step.along > 0),
         sizes_grew=run.sizes_grew and grew,
+        overshoots=run.overshoots + (step.turn is not None and step.turn < 0),
         first_update=run.first_update or step,
         last_update=step,
     )
@@ -164,7 +167,27 @@ def _measure(copy: _Copy, index: int, array) -> UpdateStep | None:
     scale = float(np.linalg.norm(copy.grad))
     if not (scale > 0 and math.isfinite(scale)) or not np.isfinite(moved).all():
         return None
-    return UpdateStep(copy.index, float(np.linalg.norm(moved)), float(np.vdot(moved, copy.grad)) / scale)
+    return UpdateStep(
+        copy.index, float(np.linalg.norm(moved)), float(np.vdot(moved, copy.grad)) / scale, _turn(copy.grad, array)
+    )
+
+
+def _turn(before, array) -> float | None:
+    """The cosine between the gradient the update followed and the one backward just left: below 0 the update
+    stepped past the minimum along it (the next gradient points back), what a step past 2/L does every time; a
+    target that moves away or a penalty that stiffens leaves the gradient pointing the same way."""
+    import numpy as np
+
+    from gradcheck.probes.liveness import readable
+
+    grad = getattr(array, "grad", None)
+    if grad is None or not readable(grad):
+        return None
+    now = _host(grad)
+    norms = float(np.linalg.norm(now)) * float(np.linalg.norm(before))
+    if now.shape != before.shape or not (norms > 0 and math.isfinite(norms)):
+        return None
+    return float(np.vdot(now, before)) / norms
 
 
 def _host(array):

@@ -78,8 +78,10 @@ class IterationLog:
         if keep:
             self.records.append(record)
 
-    def traces(self, roles: dict[str, str]) -> tuple[ParamTrace, ...]:
-        """One ParamTrace per gradient measured, params before leaves (the order ``roles`` gives)."""
+    def traces(self, roles: dict[str, str], finals: dict | None = None) -> tuple[ParamTrace, ...]:
+        """One ParamTrace per gradient measured, params before leaves (the order ``roles`` gives); ``finals``: key →
+        the value norm now (the params')."""
+        finals = finals or {}
         traces = []
         for key in sorted(self._gradients, key=lambda k: list(roles).index(k) if k in roles else len(roles)):
             g = self._gradients[key]
@@ -94,6 +96,7 @@ class IterationLog:
                     dtype=g.dtype,
                     passes=tuple(g.passes),
                     value_norm=g.value_norm,
+                    final_value_norm=finals.get(key, math.nan),
                     role=roles.get(key, "leaf"),
                     history=tuple(history),
                     peak=g.peak,

@@ -197,7 +197,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         """The Trace fields the observer knows (the driver adds scenario, device, probes)."""
         blame = {"launch_checks": self.blame.result} if self.blame is not None else {}  # exec --blame's
         return blame | {
-            "params": self.log.traces(self.book.roles()),
+            "params": self.log.traces(self.book.roles(), self._final_norms()),
             "passes": tuple(self.log.records),
             "tolerance": self.reader.tolerance,
             "no_backward_kernels": tuple(sorted(self.no_backward_kernels)),

@@ -15,7 +15,9 @@ The evidence, all of it needed:
    other seed values): several backwards of one seed before one read are deliberate accumulation;
 3. when backward k starts, the buffer still holds exactly what backward j left (nonzero: nothing cleared it), and
    backward k changes it (it added to it; a buffer it leaves bit-identical got nothing) and does not seed it;
-4. the program reads it again before anything clears it: that read, named by file:line, saw the sum.
+4. the program reads it again, at the same place (file:line) as the earlier read, before anything clears it: that
+   read saw the sum where it took the earlier read's place (a row read in a loop). A read elsewhere is another
+   quantity to the program (task 1's gradient logged, then the total it steps on): no verdict.
 
 Whether the reading code takes differences of consecutive reads (``row = g - prev``: the running sum on purpose)
 is read off its source (gradcheck.observe.differencing) and recorded for the check to judge.
@@ -171,6 +173,11 @@ class RowReads:
         if carry is None or not carry.confirmed or carry.reported:
             return None
         carry.reported = True
+        if site != carry.earlier_site:
+            # read somewhere else than the earlier read: the program reads two quantities it tells apart (task 1's
+            # gradient logged, then the total of both tasks it steps on; g0 and g1 bound to two names): the sum may
+            # be the one it means. A row read in a loop comes back to its own line each time.
+            return None
         if differenced is None:
             from gradcheck.observe.differencing import reads_take_differences
 
