@@ -33,7 +33,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, TESTS, cli
-from test_transparency import _diff, normalise
+from test_transparency import _diff, normalise, triage_problems
 
 TIMEOUT = 600  # seconds per run; a cold kernel cache compiles skrl's and warp-nn's modules first (about 20 s)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * TIMEOUT + 60)]
@@ -137,10 +136,6 @@ def _triaged_versions() -> bool:
     return all((_installed(name) or prefix).startswith(prefix) for name, prefix in TRIAGED.items())
 
 
-def _matches(expected: tuple[str, str, str], finding: tuple[str, str, str]) -> bool:
-    return expected[:2] == finding[:2] and re.search(expected[2], finding[2]) is not None
-
-
 def _python(program: Program, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, **_env()}
     env.pop("FORCE_COLOR", None)
@@ -204,26 +199,9 @@ def test_thirdparty_program_runs_the_same_under_exec(program: Program, tmp_path)
         problems.append("stderr differs:\n" + _diff(normalise(plain.stderr), normalise(audited.stderr)))
 
     if scenario is not None and _triaged_versions():
-        if plain.returncode == 0 and scenario.get("error"):
-            problems.append(f"the report says the program failed: {scenario['error']}")
         if not scenario.get("passes"):
             problems.append("the report audited no backward: the program's tapes were not seen")
-        loud = [
-            (f["check"], f["severity"], f["subject"], f.get("message", ""))
-            for f in scenario["findings"]
-            if f["severity"] in ("warning", "error")
-        ]
-        unexpected = [f for f in loud if not any(_matches(t, f[:3]) for t in program.true + program.may)]
-        missing = [t for t in program.true if not any(_matches(t, f[:3]) for f in loud)]
-        if unexpected:
-            problems.append(
-                "findings a careful reading of the program does not sign:\n"
-                + "\n".join(
-                    f"  [{sev}] {check} {subject}: {message[:400]}" for check, sev, subject, message in unexpected
-                )
-            )
-        if missing:
-            problems.append(f"true findings missing: {missing}")
+        problems.extend(triage_problems(scenario, plain.returncode, program.true, program.may))
 
     if problems:
         pytest.fail(

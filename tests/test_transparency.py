@@ -217,6 +217,29 @@ def _matches(expected: tuple[str, str, str], finding: tuple[str, str, str]) -> b
     return expected[:2] == finding[:2] and re.search(expected[2], finding[2]) is not None
 
 
+def triage_problems(scenario: dict, returncode: int, true, may) -> list[str]:
+    """What in a program's report disagrees with its triage (the warning and error findings must be exactly those a
+    careful reading signs: ``true`` required, ``may`` allowed), for this corpus and tests/test_thirdparty.py."""
+    problems = []
+    if returncode == 0 and scenario.get("error"):
+        problems.append(f"the report says the program failed: {scenario['error']}")
+    loud = [
+        (f["check"], f["severity"], f["subject"], f.get("message", ""))
+        for f in scenario["findings"]
+        if f["severity"] in ("warning", "error")
+    ]
+    unexpected = [f for f in loud if not any(_matches(t, f[:3]) for t in (*true, *may))]
+    missing = [t for t in true if not any(_matches(t, f[:3]) for f in loud)]
+    if unexpected:
+        problems.append(
+            "findings a careful reading of the program does not sign:\n"
+            + "\n".join(f"  [{sev}] {check} {subject}: {message[:400]}" for check, sev, subject, message in unexpected)
+        )
+    if missing:
+        problems.append(f"true findings missing: {missing}")
+    return problems
+
+
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.id for p in PROGRAMS])
 def test_program_runs_the_same_under_exec(program: Program, tmp_path):
     if reason := _missing(program):
@@ -267,24 +290,7 @@ def test_program_runs_the_same_under_exec(program: Program, tmp_path):
 
     # the findings: exactly those triaged true
     if scenario is not None and _triaged_versions():
-        if plain.returncode == 0 and scenario.get("error"):
-            problems.append(f"the report says the program failed: {scenario['error']}")
-        loud = [
-            (f["check"], f["severity"], f["subject"], f.get("message", ""))
-            for f in scenario["findings"]
-            if f["severity"] in ("warning", "error")
-        ]
-        unexpected = [f for f in loud if not any(_matches(t, f[:3]) for t in program.true + program.may)]
-        missing = [t for t in program.true if not any(_matches(t, f[:3]) for f in loud)]
-        if unexpected:
-            problems.append(
-                "findings a careful reading of the program does not sign:\n"
-                + "\n".join(
-                    f"  [{sev}] {check} {subject}: {message[:400]}" for check, sev, subject, message in unexpected
-                )
-            )
-        if missing:
-            problems.append(f"true findings missing: {missing}")
+        problems.extend(triage_problems(scenario, plain.returncode, program.true, program.may))
 
     if problems:
         pytest.fail(f"{program.id} ({' '.join(program.args)}):\n\n" + "\n\n".join(problems), pytrace=False)

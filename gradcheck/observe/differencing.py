@@ -84,14 +84,7 @@ def kernel_subtracts(function: ast.FunctionDef | None, argument: str) -> bool | 
         return None
     derived = _Derived({argument})
     _propagate(function, derived)
-    for node in ast.walk(function):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
-            if derived.mentions(node.left) or derived.mentions(node.right):
-                return True
-        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
-            if derived.mentions(node.target) or derived.mentions(node.value):
-                return True
-    return False
+    return any(derived.mentions(a) or derived.mentions(b) for a, b in _subtractions(function))
 
 
 # -- locating the read --------------------------------------------------------------------------------------------
@@ -245,15 +238,20 @@ def _propagate(scope, derived: _Derived) -> None:
 
 def _differences(scope, derived: _Derived) -> bool:
     """Two values derived from the reads meet in a subtraction, or a sequence of them is differenced."""
+    if any(derived.mentions(a) and derived.mentions(b) for a, b in _subtractions(scope)):
+        return True
     for node in ast.walk(scope):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
-            if derived.mentions(node.left) and derived.mentions(node.right):
-                return True
-        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
-            if derived.mentions(node.target) and derived.mentions(node.value):
-                return True
-        elif isinstance(node, ast.Call) and _called(node) in _DIFFERENCE_CALLS:
+        if isinstance(node, ast.Call) and _called(node) in _DIFFERENCE_CALLS:
             operands = [a for a in node.args if derived.mentions(a)]
             if len(operands) >= 2 or (_called(node) == "diff" and operands):
                 return True
     return False
+
+
+def _subtractions(scope):
+    """(minuend, subtrahend) of every ``a - b`` and ``a -= b`` in ``scope``."""
+    for node in ast.walk(scope):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+            yield node.left, node.right
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
+            yield node.target, node.value
