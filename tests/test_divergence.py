@@ -216,3 +216,20 @@ def _growth(
 def test_the_divergence_rule(run, expected):
     findings = explosion.check(_trace(run), CheckOptions())
     assert [f.severity.label for f in findings] == ([expected] if expected else [])
+
+
+def test_an_early_nan_does_not_hide_a_later_divergence():
+    """The watch keeps following a gradient after a run that ended in NaN: the longer of that run and the one under
+    way at the end is the evidence (an early blow-up the program recovered from does not hide a later divergence)."""
+    from types import SimpleNamespace
+
+    from gradcheck.observe.divergence import GrowthWatch
+
+    watch = GrowthWatch()
+    losses = [1.0, 2.0, 4.0, float("nan"), 1.0, 0.5, 1.0, 3.0, 9.0, 27.0, 81.0, 243.0]
+    for index, loss in enumerate(losses, 1):
+        norm = loss if loss == loss else float("nan")
+        stats = {"x": SimpleNamespace(norm=norm, nonfinite=int(loss != loss))}
+        watch.after_backward(index, loss, stats, {}, {})
+    run = watch.run("x")
+    assert (run.start, run.end, run.nonfinite_at) == (6, 12, None)  # the later, longer run, not the early blow-up

@@ -65,12 +65,17 @@ class GrowthWatch:
 
     def run(self, key: str) -> GrowthRun | None:
         g = self._gradients.get(key)
-        return None if g is None else g.ended or g.run
+        if g is None:
+            return None
+        # a run under way at the end, or one that ended in NaN/Inf: the longer (a later short rise does not hide a
+        # divergence that blew up, nor an early NaN a divergence that came after)
+        runs = [r for r in (g.run, g.ended) if r is not None]
+        return max(runs, key=lambda r: r.steps, default=None)
 
     def after_backward(self, index: int, loss: float | None, stats: dict, arrays: dict, sites: dict) -> None:
         """``stats``: key → the gradient's statistics right after backward ``index``; ``arrays``: key → the
-        params among them (whose values and gradients may be copied); ``sites``: key → the line of the launch
-        seen updating it, if any."""
+        arrays (params and leaves: a program may update a leaf on the host) whose values and gradients may be
+        copied; ``sites``: key → the line of the launch seen updating it, if any."""
         growing = set()
         for key, s in stats.items():
             if s is None:
@@ -78,8 +83,6 @@ class GrowthWatch:
             g = self._gradients.get(key)
             if g is None:
                 g = self._gradients[key] = _Gradient()
-            if g.ended is not None:
-                continue
             array = arrays.get(key)
             step = _measure(g.copy, index, array) if g.copy is not None else None
             g.copy = None
@@ -94,8 +97,9 @@ class GrowthWatch:
 
 
 def _may_diverge(run: GrowthRun) -> bool:
-    """Every update measured so far stepped against the gradient, each larger than the last. A run that stepped
-    along it (ascent) or whose steps stopped growing (a bounded step, Adam's) is no divergence: it is neither
+    """Every update measured so far stepped against the gradient and past the minimum, each larger than the last. A
+    run that stepped along it (ascent), short of the minimum, or whose steps stopped growing (a bounded step, Adam's)
+    is no divergence: it is neither
     followed past the audit cadence nor copied any more (its growth is kept, for the report to say so)."""
     if run.measured == 0 and run.steps > WATCH_FROM:
         return False  # its updates could not be measured (too large to copy, unreadable): following cannot judge it
