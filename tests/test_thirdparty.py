@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, TESTS, cli
-from test_transparency import _diff, normalise, triage_problems
+from test_transparency import run_problems, triage_problems
 
 TIMEOUT = 600  # seconds per run; a cold kernel cache compiles skrl's and warp-nn's modules first (about 20 s)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * TIMEOUT + 60)]
@@ -180,23 +179,9 @@ def test_thirdparty_program_runs_the_same_under_exec(program: Program, tmp_path)
         f"exit {plain.returncode} -> {audited.returncode}"
     )
 
-    problems: list[str] = []
+    scenario, problems = run_problems(plain, audited, report_file)
     if plain.returncode != 0:
-        problems.append(f"the program itself failed under python ({plain.returncode}):\n{plain.stderr[-3000:]}")
-    scenario = None
-    try:
-        (scenario,) = json.loads(report_file.read_text())["scenarios"]
-    except (OSError, ValueError, KeyError) as exc:
-        problems.append(f"no valid JSON report in {report_file.name}: {exc!r}\nexec stderr:\n{audited.stderr[-3000:]}")
-
-    errors = [f for f in (scenario or {}).get("findings", []) if f["severity"] == "error"]
-    wanted = ({1} if errors else {0}) if plain.returncode == 0 else {3}
-    if audited.returncode not in wanted:
-        problems.append(f"exit status: python {plain.returncode}, exec {audited.returncode} (expected {wanted})")
-    if normalise(plain.stdout) != normalise(audited.stdout):
-        problems.append("stdout differs:\n" + _diff(normalise(plain.stdout), normalise(audited.stdout)))
-    if normalise(plain.stderr) != normalise(audited.stderr):
-        problems.append("stderr differs:\n" + _diff(normalise(plain.stderr), normalise(audited.stderr)))
+        problems.insert(0, f"the program itself failed under python ({plain.returncode}):\n{plain.stderr[-3000:]}")
 
     if scenario is not None and _triaged_versions():
         if not scenario.get("passes"):

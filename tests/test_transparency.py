@@ -217,6 +217,28 @@ def _matches(expected: tuple[str, str, str], finding: tuple[str, str, str]) -> b
     return expected[:2] == finding[:2] and re.search(expected[2], finding[2]) is not None
 
 
+def run_problems(plain, audited, report_file) -> tuple[dict | None, list[str]]:
+    """The report exec wrote (None when there is none), and what differs between the program's run under python
+    (``plain``) and under exec (``audited``): the exit status (python's 0 is exec's 0, or 1 with an error-level
+    finding; python's failure is exec's 3), stdout and stderr once normalised. For this corpus and
+    tests/test_thirdparty.py."""
+    problems: list[str] = []
+    scenario = None
+    try:
+        (scenario,) = json.loads(report_file.read_text())["scenarios"]
+    except (OSError, ValueError, KeyError) as exc:
+        problems.append(f"no valid JSON report in {report_file.name}: {exc!r}\nexec stderr:\n{audited.stderr[-3000:]}")
+    errors = [f for f in (scenario or {}).get("findings", []) if f["severity"] == "error"]
+    wanted = ({1} if errors else {0}) if plain.returncode == 0 else {3}
+    if audited.returncode not in wanted:
+        problems.append(f"exit status: python {plain.returncode}, exec {audited.returncode} (expected {wanted})")
+    for stream in ("stdout", "stderr"):
+        before, after = normalise(getattr(plain, stream)), normalise(getattr(audited, stream))
+        if before != after:
+            problems.append(f"{stream} differs:\n" + _diff(before, after))
+    return scenario, problems
+
+
 def triage_problems(scenario: dict, returncode: int, true, may) -> list[str]:
     """What in a program's report disagrees with its triage (the warning and error findings must be exactly those a
     careful reading signs: ``true`` required, ``may`` allowed), for this corpus and tests/test_thirdparty.py."""
@@ -259,28 +281,7 @@ def test_program_runs_the_same_under_exec(program: Program, tmp_path):
         f"exit {plain.returncode} -> {audited.returncode}"
     )
 
-    problems: list[str] = []
-    # the report
-    scenario = None
-    try:
-        (scenario,) = json.loads(report_file.read_text())["scenarios"]
-    except (OSError, ValueError, KeyError) as exc:
-        problems.append(f"no valid JSON report in {report_file.name}: {exc!r}\nexec stderr:\n{audited.stderr[-3000:]}")
-
-    # exit status: python's 0 is exec's 0 or 1 (1 = an error-level finding); python's failure is exec's 3
-    errors = [f for f in (scenario or {}).get("findings", []) if f["severity"] == "error"]
-    if plain.returncode == 0:
-        wanted = {1} if errors else {0}
-    else:
-        wanted = {3}
-    if audited.returncode not in wanted:
-        problems.append(f"exit status: python {plain.returncode}, exec {audited.returncode} (expected {wanted})")
-
-    # the program's own output
-    if normalise(plain.stdout) != normalise(audited.stdout):
-        problems.append("stdout differs:\n" + _diff(normalise(plain.stdout), normalise(audited.stdout)))
-    if normalise(plain.stderr) != normalise(audited.stderr):
-        problems.append("stderr differs:\n" + _diff(normalise(plain.stderr), normalise(audited.stderr)))
+    scenario, problems = run_problems(plain, audited, report_file)
     if program.args[:2] == ("-m", "unittest") or program.id.startswith("warp.tests."):
         before, after = unittest_summary(plain.stderr), unittest_summary(audited.stderr)
         if before is None:
