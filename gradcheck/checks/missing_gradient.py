@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
+from gradcheck.model.seeded import root_words
 from gradcheck.model.trace import ParamTrace, Trace
 
 NAME = "missing-gradient"
@@ -132,8 +133,7 @@ def _root(trace: Trace) -> str:
     ran = [r for r in trace.passes if not r.backward_skipped]
     if not ran or any(r.loss is not None or r.seeded is None for r in ran):
         return "the loss"
-    names = list(dict.fromkeys(name for r in ran for name in r.seeded.outputs))
-    return f"the seeded output {names[0]}" if len(names) == 1 else f"the seeded outputs ({', '.join(names[:3])})"
+    return root_words(name for r in ran for name in r.seeded.outputs)
 
 
 def _reached_leaf(trace: Trace, leaf: ParamTrace, cause, root: str) -> Finding:

@@ -77,13 +77,20 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return _rewritten(trace) + _cleared(trace)
 
 
-def _rewritten(trace: Trace) -> tuple[Finding, ...]:
-    hits = [(record, rewrite) for record in trace.passes for rewrite in record.rewrites]
-    findings = []
+def _families(trace: Trace, kind: str):
+    """The PassRecords' ``kind`` entries (rewrites, cleared), one group per indexed family of gradients: (the first
+    hit's record, the first hit, every (record, hit), the subjects, the words for the family's other members)."""
+    hits = [(record, hit) for record in trace.passes for hit in getattr(record, kind)]
     for _fam, members in group_by_family(hits, key=lambda h: h[1].subject).items():
         record, first = members[0]
-        subjects = list(dict.fromkeys(r.subject for _rec, r in members))
+        subjects = list(dict.fromkeys(hit.subject for _rec, hit in members))
         others = f" (and {len(subjects) - 1} more of the family)" if len(subjects) > 1 else ""
+        yield record, first, members, subjects, others
+
+
+def _rewritten(trace: Trace) -> tuple[Finding, ...]:
+    findings = []
+    for record, first, members, subjects, others in _families(trace, "rewrites"):
         findings.append(
             Finding(
                 check=NAME,
@@ -113,12 +120,8 @@ def _rewritten(trace: Trace) -> tuple[Finding, ...]:
 
 def _cleared(trace: Trace) -> tuple[Finding, ...]:
     """Gradients cleared between backward and the update that read them, one finding per family."""
-    hits = [(record, c) for record in trace.passes for c in record.cleared]
     findings = []
-    for _fam, members in group_by_family(hits, key=lambda h: h[1].subject).items():
-        record, first = members[0]
-        subjects = list(dict.fromkeys(c.subject for _rec, c in members))
-        others = f" (and {len(subjects) - 1} more of the family)" if len(subjects) > 1 else ""
+    for record, first, members, subjects, others in _families(trace, "cleared"):
         clearer = first.clearer or (
             "a write gradcheck does not see as a zero step (x.grad.zero_(), fill_(0) or a copy of zeros)"
         )

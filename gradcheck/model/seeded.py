@@ -21,6 +21,20 @@ class SeededBackward:
     @property
     def finite(self) -> bool | None:
         """True: the forward is known finite; False: it is known not to be; None: unknown."""
-        if self.values_finite is False or self.seeds_finite is False:
-            return False
-        return True if self.values_finite and self.seeds_finite else None
+        return known_all(self.values_finite, self.seeds_finite)
+
+
+def known_all(*facts: bool | None) -> bool | None:
+    """All of ``facts`` in three values: False when one is False, None when one is unknown, else True."""
+    if any(f is False for f in facts):
+        return False
+    return None if any(f is None for f in facts) else True
+
+
+def root_words(outputs) -> str:
+    """What the gradients flow back from, as findings say it: the seeded outputs a ``grads=`` backward names, or
+    the loss when there are none."""
+    names = list(dict.fromkeys(outputs))
+    if not names:
+        return "the loss"
+    return f"the seeded output {names[0]}" if len(names) == 1 else f"the seeded outputs ({', '.join(names[:3])})"

@@ -8,7 +8,7 @@ seeds, in one statistics launch. Only for grads= backwards, so a program with a 
 
 from __future__ import annotations
 
-from gradcheck.model.seeded import SeededBackward
+from gradcheck.model.seeded import SeededBackward, known_all
 
 
 def seeded_backward(loss, grads, label) -> SeededBackward | None:
@@ -17,37 +17,36 @@ def seeded_backward(loss, grads, label) -> SeededBackward | None:
     memory may have been freed, leaves its side unknown (None), never "not finite"."""
     if loss is not None or not grads:
         return None
+    from gradcheck.probes.stats import gradient_stats
+
     outputs, seeds = list(grads.keys()), list(grads.values())
+    read_outputs, read_seeds = (side if _readable(side) else [] for side in (outputs, seeds))
+    arrays = read_outputs + read_seeds
+    finite = [s.nonfinite == 0 for s in gradient_stats(arrays)] if arrays else []  # one launch for both sides
     return SeededBackward(
         outputs=tuple(label(a) for a in outputs),
-        values_finite=_all_finite(outputs),
-        seeds_finite=_all_finite(seeds),
+        values_finite=all(finite[: len(read_outputs)]) if read_outputs else None,
+        seeds_finite=all(finite[len(read_outputs) :]) if read_seeds else None,
     )
 
 
-def _all_finite(arrays) -> bool | None:
-    """True when every array is finite, False when one holds a NaN or Inf, None when one cannot be read."""
+def _readable(arrays) -> bool:
+    """Every array a float array whose memory gradcheck may read."""
     from gradcheck.probes.liveness import readable
-    from gradcheck.probes.stats import gradient_stats
     from gradcheck.probes.warp_compat import is_float_array
 
-    if not arrays or not all(
+    return bool(arrays) and all(
         getattr(a, "dtype", None) is not None and is_float_array(a) and readable(a) for a in arrays
-    ):
-        return None
-    return all(s.nonfinite == 0 for s in gradient_stats(arrays))
+    )
 
 
 def merged(first: SeededBackward | None, second: SeededBackward | None) -> SeededBackward | None:
     """One iteration's evidence when it ran several seeded backwards: finite only if every one was."""
     if first is None or second is None:
         return first or second
-
-    def both(a: bool | None, b: bool | None) -> bool | None:
-        if a is False or b is False:
-            return False
-        return None if a is None or b is None else True
-
     outputs = tuple(dict.fromkeys((*first.outputs, *second.outputs)))
-    values, seeds = both(first.values_finite, second.values_finite), both(first.seeds_finite, second.seeds_finite)
-    return SeededBackward(outputs, values, seeds)
+    return SeededBackward(
+        outputs,
+        known_all(first.values_finite, second.values_finite),
+        known_all(first.seeds_finite, second.seeds_finite),
+    )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+from gradcheck.model.seeded import root_words
 from gradcheck.model.trace import ChainBreak
 from gradcheck.probes.flow_graph import Edge, FlowGraph
 
@@ -68,10 +69,7 @@ def diagnose(tape, loss, grads, targets: dict, events, name_of, recording: int |
 
 def _root(loss, grads, name_of) -> str:
     """What the gradient flows back from, as the findings say it: the loss, or the outputs grads= seeded."""
-    if loss is not None or not grads:
-        return "the loss"
-    names = [name_of(a) for a in grads]
-    return f"the seeded output {names[0]}" if len(names) == 1 else f"the seeded outputs ({', '.join(names[:3])})"
+    return root_words(() if loss is not None or not grads else [name_of(a) for a in grads])
 
 
 def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of, root: str) -> ChainBreak | None:
