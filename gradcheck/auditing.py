@@ -11,6 +11,7 @@ The same observer, checks and severities as ``gradcheck exec`` and ``gradcheck r
 ``params={"w": w}`` declares what is learned (judged as a scenario's ``params()`` are); otherwise a param is an
 array the code updates from its gradient. A backward that would write through a dangling struct pointer raises
 ``gradcheck.observe.DanglingAdjointStop`` into the code before it runs (``keep_going=True`` skips it instead).
+Each kernel's adjoint is tested on the values of its first launch, as under ``exec`` (``adjoint_test=False``: not).
 The report is built when the block ends, also when it raises (the exception goes on).
 """
 
@@ -22,17 +23,19 @@ from gradcheck.model.report import Report
 
 class Audit:
     def __init__(self, params: dict | None = None, max_norm: float | None = None, keep_going: bool = False,
-                 fail_on: str = "error"):  # fmt: skip
+                 fail_on: str = "error", adjoint_test: bool = True):  # fmt: skip
         self.checks = CheckOptions(max_norm=max_norm) if max_norm is not None else DEFAULT_CHECKS
         self.fail_on = severity(fail_on, "fail_on")
-        self._params, self._keep_going = params, keep_going
+        self._params, self._keep_going, self._adjoint_test = params, keep_going, adjoint_test
         self._audit = None
         self.report: Report | None = None
 
     def __enter__(self) -> Audit:
         from gradcheck.engine.program_audit import ProgramAudit, stack_roots
 
-        self._audit = ProgramAudit(stack_roots, params=self._params, stop_on_dangling=not self._keep_going)
+        self._audit = ProgramAudit(
+            stack_roots, params=self._params, stop_on_dangling=not self._keep_going, adjoint_test=self._adjoint_test
+        )
         self._audit.__enter__()
         return self
 
@@ -58,6 +61,7 @@ class Audit:
 
 
 def audit(params: dict | None = None, max_norm: float | None = None, keep_going: bool = False,
-          fail_on: str = "error") -> Audit:  # fmt: skip
-    """A context manager auditing every Warp backward inside it (see the module docstring)."""
-    return Audit(params=params, max_norm=max_norm, keep_going=keep_going, fail_on=fail_on)
+          fail_on: str = "error", adjoint_test: bool = True) -> Audit:  # fmt: skip
+    """A context manager auditing every Warp backward inside it (see the module docstring). ``adjoint_test=False``
+    turns off the test of each kernel's adjoint on its first launch (``exec --no-adjoint-test``)."""
+    return Audit(params=params, max_norm=max_norm, keep_going=keep_going, fail_on=fail_on, adjoint_test=adjoint_test)

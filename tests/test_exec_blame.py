@@ -25,10 +25,10 @@ LOOP_LINE = next(i for i, line in enumerate(SOURCE, 1) if "for k in range(lights
 STORE_LINE = next(i for i, line in enumerate(SOURCE, 1) if line.strip() == "s[i] = s[i] * exposure[i]")
 
 
-def audit(*args: str, blame_at: int | None = 1):
+def audit(*args: str, blame_at: int | None = 1, adjoint_test: bool = True):
     from gradcheck.engine.program_audit import audit_program
 
-    result, run = audit_program(PROGRAM, list(args), blame_at=blame_at)
+    result, run = audit_program(PROGRAM, list(args), blame_at=blame_at, adjoint_test=adjoint_test)
     assert run.status in (None, 0), run.error
     return result
 
@@ -65,11 +65,14 @@ def test_a_wrong_kernel_is_named_by_kernel_launch_and_construct(kernel, launch_l
         assert "expose_in_place.s in place" in finding.message and "separate output array" in finding.hint
 
 
-def test_blame_at_a_later_backward_and_not_at_all_without_the_flag():
+def test_blame_at_a_later_backward_and_without_the_flag():
     later = audit("--kernel", "forgetful", blame_at=3)
     assert later.blame.why == "--blame at backward 3" and len(blamed(later)) == 1
+    # without --blame the default adjoint test finds it too, on the kernel's first launch (tests/test_kernel_tests.py)
     plain = audit("--kernel", "forgetful", blame_at=None)
-    assert plain.blame is None and blamed(plain) == []
+    assert plain.blame.why == "the first launch of each kernel" and len(blamed(plain)) == 1
+    off = audit("--kernel", "forgetful", blame_at=None, adjoint_test=False)
+    assert off.blame is None and blamed(off) == []
 
 
 def test_the_cli_flag_keeps_the_programs_output_and_exit_status():

@@ -78,17 +78,17 @@ def test_run_and_exec_as_junit_name_the_failing_check():
         if args is QUICK_RUN:
             assert skipped == {}
         else:  # a program runs once: what needs the forward again has no evidence, and must not read as a pass
-            assert set(skipped) == RUN_ONLY_CHECKS | {"adjoint-mismatch"}, xml
-            assert all(
-                why.startswith("needs gradcheck run") for name, why in skipped.items() if name in RUN_ONLY_CHECKS
-            )
-            assert "exec --blame" in skipped["adjoint-mismatch"]
+            # adjoint-mismatch is judged by exec's default adjoint test (skipped only with --no-adjoint-test)
+            assert set(skipped) == RUN_ONLY_CHECKS, xml
+            assert all(why.startswith("needs gradcheck run") for why in skipped.values())
 
 
-def test_exec_blame_judges_adjoint_mismatch():
+def test_exec_judges_adjoint_mismatch_unless_the_adjoint_test_is_off():
     from gradcheck.checks import not_judged_under_exec
 
     assert set(not_judged_under_exec(blame=True)) == RUN_ONLY_CHECKS
+    off = not_judged_under_exec(blame=False)
+    assert set(off) == RUN_ONLY_CHECKS | {"adjoint-mismatch"} and "--no-adjoint-test" in off["adjoint-mismatch"]
 
 
 def test_ci_prints_junit_as_its_format_too(tmp_path):

@@ -56,7 +56,7 @@ BY_NAME = {module.NAME: module for module in REGISTRY}
 
 def not_judged_under_exec(*, blame: bool) -> dict[str, str]:
     """The checks a program run once under ``exec`` gives no evidence to, each with why (its ``UNDER_EXEC``):
-    a JUnit consumer must see them skipped, not passed. ``adjoint-mismatch`` is judged when --blame ran."""
+    a JUnit consumer must see them skipped, not passed. ``adjoint-mismatch`` is judged unless --no-adjoint-test."""
     skipped = {m.NAME: m.UNDER_EXEC for m in REGISTRY if getattr(m, "UNDER_EXEC", None)}
     if blame:
         skipped.pop(adjoint_mismatch.NAME, None)

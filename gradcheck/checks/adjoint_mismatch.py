@@ -19,7 +19,7 @@ from gradcheck.model.trace import LaunchVerdict, Trace, not_checked_reasons
 NAME = "adjoint-mismatch"
 SUMMARY = "each launch's adjoint must be the transpose of its Jacobian and add to the input gradients"
 # what exec cannot give it (JUnit lists it as skipped with this reason, never as a pass)
-UNDER_EXEC = "needs exec --blame (or gradcheck run): it tests each launch against its own finite differences"
+UNDER_EXEC = "turned off by --no-adjoint-test: it tests each kernel's launches against their own finite differences"
 
 EXPLAIN = """
 What it means: replayed alone on the values it ran on in the forward, this launch's adjoint disagrees with

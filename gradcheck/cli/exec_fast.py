@@ -41,8 +41,15 @@ def _options(function) -> dict:
         info = parameter.default
         if isinstance(info, typer.models.OptionInfo):
             for flag in info.param_decls or ():
-                found[flag] = (name, hints.get(name, str), info)
+                on, _slash, off = flag.partition("/")  # "--x/--no-x": a switch, its second flag sets False
+                found[on] = (name, hints.get(name, str), info)
+                if off:
+                    found[off] = (name, _Off, info)
     return found
+
+
+class _Off:
+    """The type of a switch's off flag (``--no-adjoint-test``)."""
 
 
 def _parse(args: list[str], options: dict) -> dict | None:
@@ -58,10 +65,10 @@ def _parse(args: list[str], options: dict) -> dict | None:
         if flag not in options:
             return None  # --help, a typo, an option of the program's put before the script: Typer's to answer
         name, kind, info = options[flag]
-        if kind is bool:
+        if kind is bool or kind is _Off:
             if has_value:
                 return None
-            values[name] = True
+            values[name] = kind is bool
             i += 1
             continue
         if not has_value:

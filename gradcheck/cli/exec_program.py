@@ -63,6 +63,11 @@ def exec_program(
     blame_at: int = typer.Option(
         None, "--blame-at", min=1, metavar="N", help="the backward --blame tests (default 1; implies --blame)"
     ),
+    adjoint_test: bool = typer.Option(
+        True,
+        "--adjoint-test/--no-adjoint-test",
+        help="test each kernel's adjoint on the values of its first launch (against its own finite differences)",
+    ),
     graph: Path = GRAPH,
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
@@ -83,14 +88,14 @@ def exec_program(
     from gradcheck.cli.output import KeptStdio
 
     stdio = KeptStdio(report_on_stdout=output is None)
-    unjudged = not_judged_under_exec(blame=blame or blame_at is not None)  # JUnit: skipped, not passed
+    unjudged = not_judged_under_exec(blame=adjoint_test or blame or blame_at is not None)  # JUnit: skipped, not passed
     refreshing = output is not None and is_regular_target(output)
     refresher = _Refresher(output, fmt, fail_on, rules, unjudged) if refreshing else None
     with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
         result, run = audit_program(
             target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
             top_level=True, cadence=(audit_first, audit_every),
-            blame_at=blame_at if blame_at is not None else (1 if blame else None),
+            blame_at=blame_at if blame_at is not None else (1 if blame else None), adjoint_test=adjoint_test,
         )  # fmt: skip
     if refresher is not None:
         refresher.close()

@@ -40,12 +40,14 @@ def audit_program(
     top_level: bool = False,
     cadence: tuple[int, int] | None = None,
     blame_at: int | None = None,
+    adjoint_test: bool = True,
 ) -> tuple[ScenarioResult, ProgramRun]:
     """Run the program under the observer; (its result, how it ran). The observer starts when the program imports
     Warp (at once if it is imported already): gradcheck imports nothing of Warp's on the program's behalf.
     ``refresh(result)``: called with an interim result after a backward, at most once a second; ``top_level``:
     this process is the program's (see engine.hosting); ``blame_at``: the backward whose launches are tested one by
-    one (observe.blame_watch), None for none."""
+    one (observe.blame_watch), None for none; ``adjoint_test``: the default test of every kernel's first launch
+    (observe.kernel_tests)."""
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
     from gradcheck.model import dataflow
@@ -53,7 +55,7 @@ def audit_program(
 
     audit = ProgramAudit(
         lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at,
-        keep_dataflow=dataflow.wanted(), max_norm=checks.max_norm,
+        keep_dataflow=dataflow.wanted(), max_norm=checks.max_norm, adjoint_test=adjoint_test,
     )  # fmt: skip
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
@@ -170,12 +172,12 @@ class ProgramAudit:
 
     def __init__(
         self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None,
-        keep_dataflow: bool = False, max_norm: float | None = None,
+        keep_dataflow: bool = False, max_norm: float | None = None, adjoint_test: bool = True,
     ):  # fmt: skip
         from gradcheck.observe.cadence import Cadence
 
         self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
-        self._keep_dataflow, self._max_norm = keep_dataflow, max_norm
+        self._keep_dataflow, self._max_norm, self._adjoint_test = keep_dataflow, max_norm, adjoint_test
         self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
@@ -235,10 +237,14 @@ class ProgramAudit:
             warp_params = {k: v for k, v in self._params.items() if k not in torch_params}
             if warp_params:
                 self.observer.declare(warp_params)
-        if self._blame_at is not None:
+        if self._blame_at is not None or self._adjoint_test:
             from gradcheck.observe.blame_watch import BlameWatch
+            from gradcheck.observe.kernel_tests import KernelTests
+            from gradcheck.observe.launch_tests import LaunchTests
 
-            self.observer.blame = BlameWatch(self._blame_at)
+            blame = BlameWatch(self._blame_at) if self._blame_at is not None else None
+            kernels = KernelTests(self._cadence) if self._adjoint_test else None
+            self.observer.blame = LaunchTests(blame, kernels)
         self._installed = self.observer.installed()
         self._installed.__enter__()
         if self.torch is not None:

@@ -13,6 +13,7 @@ import math
 from gradcheck.formats.finding_groups import FindingGroup, group_findings
 from gradcheck.model.findings import Severity
 from gradcheck.model.paths import family, group_by_family
+from gradcheck.model.trace import DEFAULT_ADJOINT_TEST
 
 BARS = "▁▂▃▄▅▆▇█"
 PARAM_ROWS = 12  # param families the default view lists (the flagged ones first) before counting the rest
@@ -228,6 +229,9 @@ def _blame(console, blame, verbose: bool) -> None:
     if blame.skipped:
         console.print(f"per-launch adjoint test ({blame.why}): not run: {_escape(blame.skipped)}")
         return
+    if blame.why == DEFAULT_ADJOINT_TEST and not verbose and not any(_wrong(k) for k in blame.kernels):
+        console.print(_default_test_line(blame))
+        return
     launches = sum(k.launches for k in blame.kernels)
     console.print(
         f"per-launch adjoint test ({blame.why}): {launches} launches of {len(blame.kernels)} kernels in {blame.seconds:.1f} s"
@@ -260,6 +264,21 @@ def _blame(console, blame, verbose: bool) -> None:
             f"not checked: {sum(reasons.values())} launches — "
             + "; ".join(f"{n} {_escape(reason)}" for reason, n in reasons.items())
         )
+
+
+def _default_test_line(blame) -> str:
+    """exec's default adjoint test when no kernel is wrong: one line (the table is for --verbose and --blame)."""
+    statuses: dict[str, int] = {}
+    for k in blame.kernels:
+        for status, n in k.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
+    tested = sum(1 for k in blame.kernels if any(s != "not-checked" for s in k.statuses))
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()) if s != "not-checked")
+    line = f"adjoint test ({blame.why}): {tested} of {len(blame.kernels)} kernels tested ({counts or 'none'})"
+    line += f" in {blame.seconds:.1f} s"
+    if blame.not_checked:
+        line += "; not tested: " + "; ".join(f"{n} {_escape(reason)}" for reason, n in blame.not_checked.items())
+    return line
 
 
 def _wrong(kernel) -> int:

@@ -254,6 +254,10 @@ class LaunchVerdict:
     suspects: tuple[tuple[str, str | None, str, str], ...] = ()
 
 
+# BlameResult.why of the default adjoint test of exec and audit() (gradcheck.observe.kernel_tests)
+DEFAULT_ADJOINT_TEST = "the first launch of each kernel"
+
+
 def not_checked_reasons(verdicts) -> dict[str, int]:
     """Why launches were not checked: one reason per launch, counted, most common first."""
     counts: dict[str, int] = {}

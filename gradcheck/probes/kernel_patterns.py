@@ -75,7 +75,7 @@ class _Source:
         return {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
 
 
-def _parse(func) -> _Source | None:
+def parse_source(func) -> _Source | None:
     try:
         lines, first = inspect.getsourcelines(func)
         tree = ast.parse(textwrap.dedent("".join(lines)))
@@ -113,7 +113,7 @@ def _stored(target: ast.AST) -> list[str]:
 def _from_source(func, max_unroll: int) -> tuple[Suspect, ...]:
     """Everything found in the source of ``func`` and the ``@wp.func`` functions it calls. Cached: blame asks
     once per failing launch, and a training loop launches the same kernel thousands of times."""
-    top = _parse(func)
+    top = parse_source(func)
     if top is None:
         return ()
     found = []
@@ -130,7 +130,7 @@ def _from_source(func, max_unroll: int) -> tuple[Suspect, ...]:
             if key in seen:
                 continue
             seen.add(key)
-            parsed = _parse(callee)
+            parsed = parse_source(callee)
             if parsed is not None:
                 queue.append((parsed, f"in @wp.func {name} (called from {src.node.name}): "))
     return tuple(found)
@@ -175,7 +175,7 @@ def _runtime_loop_carried(src: _Source, max_unroll: int) -> list[Suspect]:
     """
     found: list[tuple[ast.AST, list[str], str]] = []
     for loop in ast.walk(src.node):
-        why = _dynamic_why(loop, src, max_unroll)
+        why = dynamic_loop_reason(loop, src, max_unroll)
         if why is None:
             continue
         carried = [name for name in _carried(loop, src) if not _reported_outside(found, loop, name)]
@@ -196,7 +196,7 @@ def _runtime_loop_carried(src: _Source, max_unroll: int) -> list[Suspect]:
     return out
 
 
-def _dynamic_why(loop: ast.AST, src: _Source, max_unroll: int) -> str | None:
+def dynamic_loop_reason(loop: ast.AST, src: _Source, max_unroll: int) -> str | None:
     """Why Warp emits ``loop`` as a dynamic loop; None for a loop it unrolls (or no loop)."""
     if isinstance(loop, ast.While):
         return "a while loop"
@@ -495,7 +495,7 @@ def gradient_stops(kernel) -> tuple[tuple[str, str | None], ...]:
 
 
 def _stops(func, found: list, depth: int) -> None:
-    src = _parse(func)
+    src = parse_source(func)
     if src is None or depth > 4:
         return
     for node in ast.walk(src.node):

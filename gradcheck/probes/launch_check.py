@@ -30,7 +30,7 @@ from gradcheck.model.trace import LaunchVerdict
 from gradcheck.probes.launch_record import COPY_BUDGET_BYTES, Launch, LaunchRecorder, record_forward, record_tangents
 from gradcheck.probes.unit_replay import BufferPool, test_unit
 
-__all__ = ["COPY_BUDGET_BYTES", "check_launches", "check_recorded_functions", "record_forward", "record_tangents"]
+__all__ = ["COPY_BUDGET_BYTES", "check_launches", "check_selected", "check_recorded_functions", "record_forward", "record_tangents"]
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
 MAX_UNIT = 6  # launches in one unit at most
 MAX_UNITS = 8  # units tried around one failing launch
@@ -52,36 +52,61 @@ def _check_launches(recorder: LaunchRecorder, params, options: FDOptions, seed: 
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    verdicts = []
     launches = recorder.launches
     read_after = _read_after(launches, recorder.loss_id)
     path = gradient_path(launches, params, recorder.loss_id)
     pool = BufferPool()
-    for launch in launches:
-        verdict = test_unit([launch], options, rng, read_after, path, tangents, pool)
-        if verdict.status in ("mismatch", "assigns"):
-            # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
-            # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
-            # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
-            for unit in _units_around(launches, launch):
-                joint = test_unit(unit, options, rng, read_after, path, tangents, pool)
-                if joint.status == "ok":
-                    partners = [entry for entry in unit if entry is not launch]
-                    verdict = replace(
-                        verdict,
-                        status="split",
-                        note="its adjoint is split with "
-                        + ", ".join(f"#{c.index} {c.kernel.key}" for c in partners)
-                        + f": tested together they agree (rel {joint.rel_error:.2g})",
-                    )
-                    break
-        if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
-            from gradcheck.probes.kernel_patterns import suspects
+    return [_verdict(launches, launch, options, rng, read_after, path, tangents, pool, True) for launch in launches]
 
-            found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
-            verdict = replace(verdict, suspects=found)
-        verdicts.append(verdict)
-    return verdicts
+
+def check_selected(
+    recorder: LaunchRecorder, params, options: FDOptions, selected: list[int], units: bool, seed: int = 0
+) -> list[LaunchVerdict]:
+    """The tests of the launches at ``selected`` (tape positions) only: what the default adjoint test of
+    ``gradcheck exec`` runs, the first launch of each kernel. ``units``: the recording holds copies of every
+    launch, so a launch that fails alone is tested with its neighbours (a split adjoint); without them such a
+    launch keeps its lone verdict, which the caller must not take for a measured error."""
+    import numpy as np
+
+    from gradcheck.probes.launch_record import paused_gc
+
+    rng = np.random.default_rng(seed)
+    launches = recorder.launches
+    read_after = _read_after(launches, recorder.loss_id)
+    path = gradient_path(launches, params, recorder.loss_id)
+    pool = BufferPool()
+    with paused_gc():
+        return [
+            _verdict(launches, launches[i], options, rng, read_after, path, None, pool, units) for i in selected
+        ]
+
+
+def _verdict(launches, launch, options, rng, read_after, path, tangents, pool, units: bool) -> LaunchVerdict:
+    """One launch's verdict: alone, then (``units``) with the launches around it when it fails alone; the
+    constructs its kernel holds that Warp mishandles named when it fails or cannot be settled."""
+    verdict = test_unit([launch], options, rng, read_after, path, tangents, pool)
+    if units and verdict.status in ("mismatch", "assigns"):
+        # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
+        # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
+        # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
+        for unit in _units_around(launches, launch):
+            joint = test_unit(unit, options, rng, read_after, path, tangents, pool)
+            if joint.status == "ok":
+                partners = [entry for entry in unit if entry is not launch]
+                verdict = replace(
+                    verdict,
+                    status="split",
+                    note="its adjoint is split with "
+                    + ", ".join(f"#{c.index} {c.kernel.key}" for c in partners)
+                    + f": tested together they agree (rel {joint.rel_error:.2g})",
+                )
+                break
+    if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
+        from gradcheck.probes.kernel_patterns import suspects
+
+        found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
+        verdict = replace(verdict, suspects=found)
+    return verdict
 
 
 def check_recorded_functions(tape, functions=None, names=None, seed: int = 0) -> list[LaunchVerdict]:

@@ -40,8 +40,9 @@ class Launch:
 class LaunchRecorder:
     """Records every launch of one forward with copies of its array arguments as they were before it ran."""
 
-    def __init__(self, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
+    def __init__(self, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False, keep_going: bool = False):
         self.inputs_only = inputs_only  # a tangent forward needs what each launch read, nothing it wrote
+        self.keep_going = keep_going  # past the budget, later launches that fit are still copied
         self.launches: list[Launch] = []
         self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
         self.budget, self.used = budget, 0
@@ -56,9 +57,9 @@ class LaunchRecorder:
 
         self.functions[index] = (list(arrays), caller_site())
 
-    def before(self, kernel, dim, inputs, outputs, options) -> None:
-        import warp as wp
-
+    def before(self, kernel, dim, inputs, outputs, options, copy: bool = True) -> None:
+        """A launch about to run: recorded, with copies of its arguments unless ``copy`` is False (the default
+        adjoint test copies only the launches it tests, and every launch of a tape whose units it may test)."""
         from gradcheck.probes.warp_compat import capturing
 
         launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
@@ -70,21 +71,35 @@ class LaunchRecorder:
         launch.where = options.get("where")  # the caller of wp.launch
         if capturing():  # a copy now would be recorded into the program's graph, not made
             launch.captured = True
-        elif self.over_budget_at is None:
-            for value in launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out:
-                fp = _bytes_crc(value)
-                known = self.latest.get(id(value))
-                if known is None or known[0] != fp:
-                    size = int(getattr(value, "capacity", 0) or 0)
-                    if self.used + size > self.budget:
-                        self.over_budget_at = launch.index
-                        launch.pre = {}
-                        break
-                    self.used += size
-                    known = (fp, wp.clone(value, requires_grad=False))
-                    self.latest[id(value)] = known
-                launch.pre[id(value)] = known[1]
+        elif copy and (self.over_budget_at is None or self.keep_going):
+            self._copy(launch)
         self.launches.append(launch)
+
+    def _copy(self, launch: Launch) -> None:
+        """Copies of the launch's arguments that changed since their last copy (the rest shared). Over the budget:
+        none, and (unless ``keep_going``) none for any later launch either."""
+        import warp as wp
+
+        values = launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out
+        found, fresh = {}, {}
+        for value in values:
+            fp = _bytes_crc(value)
+            known = self.latest.get(id(value))
+            if known is None or known[0] != fp:
+                fresh[id(value)] = (value, fp)
+            else:
+                found[id(value)] = known[1]
+        size = sum(int(getattr(value, "capacity", 0) or 0) for value, _fp in fresh.values())
+        if self.used + size > self.budget:
+            if self.over_budget_at is None:
+                self.over_budget_at = launch.index
+            return
+        self.used += size
+        for key, (value, fp) in fresh.items():
+            copy = wp.clone(value, requires_grad=False)
+            self.latest[key] = (fp, copy)
+            found[key] = copy
+        launch.pre = found
 
 
 def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):

@@ -1,0 +1,227 @@
+"""The default adjoint test of ``gradcheck exec`` and ``gradcheck.audit()``: every kernel the program differentiates,
+tested once on the values it really ran on.
+
+The class of bug users cannot see is a kernel whose adjoint is wrong while its forward is right (nested dynamic loops,
+a value set before a run-time loop, ``continue`` in a loop, a wrong ``@wp.func_grad``): the loss goes down, only more
+slowly. ``--blame`` tests every launch of one backward; this tests, by default, the *first audited launch of each
+distinct kernel* (gradcheck.probes.kernel_signature: again when its argument types change, or when a run-time loop it
+reads goes from at most one iteration to more), with the same per-launch machinery (gradcheck.probes.launch_check),
+so over a run every kernel is tested at a cost that does not grow with training length.
+
+How it copies what a launch ran on: the program's first fresh recording is copied whole (every launch's arguments,
+as ``--blame`` does, within TEST_BUDGET_BYTES), so a launch that fails alone can be tested with its neighbours (a
+split adjoint: Newton's Featherstone Cholesky and solve). Later recordings are watched only for kernels not yet
+tested; such a launch alone is copied. A launch that fails alone there is no verdict yet: the next recording is
+copied whole and the kernel's first launch in it tested with its neighbours. Only then, or when it fails alone with
+no neighbour to share its adjoint, is the disagreement an error. A run that ends first leaves it no verdict, said so.
+
+The tests wait, as ``--blame``'s do, until the program has used the gradients (its next recording, its next
+backward, its end): only then are its params known, the arrays it updates, whose gradient path decides which inputs
+are perturbed. Everything runs on private copies; the program's arrays and tape are never touched.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from gradcheck.model.trace import DEFAULT_ADJOINT_TEST, BlameResult, LaunchVerdict
+
+TEST_BUDGET_BYTES = 256 << 20  # copies of one recording's forward values; a reserve as large again for lone launches
+RETRIES = 3  # launches of a kernel tried while none can be tested (off the gradient path, captured)
+WRONG = ("mismatch", "assigns")
+RETRIED = (
+    "launched during graph capture",
+    "no float input to perturb",
+    "over the memory budget",
+)
+
+
+@dataclass
+class _Recording:
+    """One fresh tape's launches while it records: copied whole (``full``) or only the launches to test."""
+
+    recorder: object
+    full: bool
+    selected: list = field(default_factory=list)  # (tape position, test key) of the launches to test
+    raw: list = field(default_factory=list)  # launches not yet recorded (nothing selected so far): their calls
+
+
+class KernelTests:
+    """Which launches to test, their copies, and the verdicts, one per kernel and argument types."""
+
+    def __init__(self, cadence) -> None:
+        self.cadence = cadence
+        self.verdicts: dict[tuple, LaunchVerdict] = {}  # test key → its final verdict
+        self._grown: dict[tuple, set[int]] = {}  # test key → its run-time loops seen iterating more than once
+        self._tries: dict[tuple, int] = {}
+        self._lone: dict[tuple, LaunchVerdict] = {}  # failed alone, waiting for a recording copied whole
+        self._recordings: dict[int, tuple[object, _Recording]] = {}
+        self._pending: list[tuple[_Recording, dict | None]] = []
+        self._copied_whole = False
+        self.seconds = 0.0
+        self.why = DEFAULT_ADJOINT_TEST
+
+    # -- the protocol the observer drives (gradcheck.observe.blame_watch.BlameHooks) ----------------------------
+    @property
+    def recording(self) -> bool:
+        return bool(self._recordings)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def on_tape_enter(self, tape, backwards_done: int) -> None:
+        """A fresh recording starts: watched when its backward is audited, or when a lone failure waits for one."""
+        if id(tape) in self._recordings or tape.launches:
+            return
+        whole = not self._copied_whole or bool(self._lone)
+        if not (whole or self.cadence.full(backwards_done + 1)):
+            return
+        from gradcheck.probes.launch_record import LaunchRecorder
+
+        recorder = LaunchRecorder(TEST_BUDGET_BYTES, keep_going=True)
+        self._recordings[id(tape)] = (tape, _Recording(recorder, full=whole))
+        self._copied_whole = True
+
+    def before_launch(self, call, tape) -> None:
+        entry = self._recordings.get(id(tape))
+        if entry is None or not call.recorded:
+            return
+        recording = entry[1]
+        inputs, outputs = call.inputs, call.outputs
+        arguments = (call.kernel, call.get("dim"), inputs, outputs, call.options())
+        key = self._select(call.kernel, list(inputs) + list(outputs), recording)
+        recorder = recording.recorder
+        if key is None and not recording.full and not recording.selected:
+            recording.raw.append(arguments)  # nothing to test yet: recorded only if something is
+            return
+        self._flush(recording)
+        if key is not None:
+            recording.selected.append((len(recorder.launches), key))
+        recorder.before(*arguments, copy=recording.full or key is not None)
+        if recording.full and recorder.over_budget_at is not None:
+            recording.full = False  # too large to copy whole: only the launches to test, from the reserve
+            recorder.budget += TEST_BUDGET_BYTES
+
+    def on_backward(self, tape, loss, grads, number: int) -> None:
+        entry = self._recordings.pop(id(tape), None)
+        if entry is None or not entry[1].selected:
+            return
+        recording = entry[1]
+        self._flush(recording)
+        recording.recorder.loss_id = id(loss) if loss is not None else None
+        if recording.recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded outputs
+            recording.recorder.loss_id = id(next(iter(grads)))
+        self._pending.append((recording, grads))
+
+    def settle(self, params) -> None:
+        """The gradients have been used (or the program ended): the selected launches are tested."""
+        pending, self._pending = self._pending, []
+        started = time.perf_counter()
+        try:
+            for recording, _grads in pending:
+                self._test(recording, params)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def failed(self, why: str) -> None:
+        """The tests could not run on this program: every kernel waiting for one is listed with the reason."""
+        for recording, _grads in self._pending:
+            for position, key in recording.selected:
+                launch = recording.recorder.launches[position]
+                self.verdicts.setdefault(
+                    key, LaunchVerdict(position, launch.kernel.key, launch.where, "not-checked", note=why)
+                )
+        self._pending, self._recordings = [], {}
+
+    @property
+    def result(self) -> BlameResult:
+        """The verdicts so far, one per kernel and argument types; a lone failure never retested is no verdict."""
+        verdicts = list(self.verdicts.values())
+        for key, lone in self._lone.items():
+            if key not in self.verdicts:
+                verdicts.append(_unconfirmed(lone))
+        note = None
+        tested = [v for v in verdicts if v.status not in ("not-checked",)]
+        if verdicts and not tested:
+            note = "no kernel could be tested: see the reasons"
+        return BlameResult(tuple(verdicts), self.why, None, note, self.seconds)
+
+    # -- which launches -------------------------------------------------------------------------------------------
+    def _select(self, kernel, values, recording: _Recording):
+        """The launch's test key when it is to be tested now (its kernel and argument types untested, a run-time
+        loop iterating more than once for the first time, or a lone failure to test with its neighbours)."""
+        from gradcheck.probes.kernel_signature import signature
+
+        key, loops = signature(kernel, values)
+        if any(k == key for _p, k in recording.selected):
+            return None  # its first launch on this recording is the one tested
+        if key in self._lone:
+            return key if recording.full else None
+        grown = {i for i, many in enumerate(loops) if many}
+        seen = self._grown.get(key)
+        if seen is None or not grown <= seen:
+            if seen is not None and key in self.verdicts and self.verdicts[key].status in WRONG:
+                return None  # already wrong: nothing more to learn
+            self._grown[key] = (seen or set()) | grown
+            self.verdicts.pop(key, None)  # its earlier verdict did not cover these iterations
+            return key
+        return None
+
+    def _flush(self, recording: _Recording) -> None:
+        for arguments in recording.raw:
+            recording.recorder.before(*arguments, copy=False)
+        recording.raw = []
+
+    # -- the tests -------------------------------------------------------------------------------------------------
+    def _test(self, recording: _Recording, params) -> None:
+        from gradcheck.model.options import FDOptions
+        from gradcheck.observe.blame_watch import recording_leaves
+        from gradcheck.probes.launch_check import check_selected
+        from gradcheck.probes.warp_compat.runtime import no_active_tape
+
+        recorder = recording.recorder
+        whole = recording.full and recorder.over_budget_at is None
+        positions = [position for position, _key in recording.selected]
+        with no_active_tape():
+            verdicts = check_selected(recorder, list(params or recording_leaves(recorder)), FDOptions(), positions, whole)
+        for (_position, key), verdict in zip(recording.selected, verdicts):
+            self._decide(key, verdict, whole, recorder)
+
+    def _decide(self, key, verdict: LaunchVerdict, whole: bool, recorder) -> None:
+        if verdict.status in WRONG:
+            if whole or not _has_neighbours(recorder, verdict.index):
+                self._lone.pop(key, None)
+                self.verdicts[key] = verdict
+            else:
+                self._lone[key] = verdict  # a split adjoint not ruled out: tested again with its neighbours
+            return
+        self._lone.pop(key, None)
+        if verdict.status == "not-checked" and (verdict.note or "").startswith(RETRIED):
+            self._tries[key] = self._tries.get(key, 0) + 1
+            if self._tries[key] < RETRIES:
+                self._grown.pop(key, None)  # its next launch is tried
+        self.verdicts[key] = verdict
+
+
+def _has_neighbours(recorder, index: int) -> bool:
+    """Whether a launch shares a value with another launch of its recording (a neighbour its adjoint may be
+    split with): one that wrote what it reads, or reads what it wrote."""
+    launches = recorder.launches
+    launch = launches[index]
+    return any(
+        other is not launch and (not other.writes.isdisjoint(launch.reads) or not other.reads.isdisjoint(launch.writes))
+        for other in launches
+    )
+
+
+def _unconfirmed(lone: LaunchVerdict) -> LaunchVerdict:
+    """A launch that failed alone on a recording whose neighbours were not copied, never tested with them."""
+    return replace(
+        lone,
+        status="no-verdict",
+        note=f"it disagrees alone (adjoint {lone.ad:.6g} vs FD {lone.fd:.6g}), but the launches around it were not "
+        "copied, and the program recorded no later tape to test it with them: an adjoint split across launches "
+        "(correct together) is not ruled out; exec --blame tests its backward whole",
+    )
