@@ -27,8 +27,13 @@ central differences of the launch itself (a dot-product test: random output weig
 program's params move its inputs in), or it overwrites the input gradients it is given instead of adding to
 them. The launch is named with its kernel and the file and line of the wp.launch call.
 
-When it runs: by itself when fd-mismatch finds a converged disagreement (to name the launch responsible), or
-always with --blame always (also `gradcheck blame SPEC`). Only inputs whose values depend on the params and
+When it runs: under `gradcheck exec` and `gradcheck.audit()`, by default on the first audited launch of each
+kernel (again when its argument types change, or when a loop bound it reads at run time first makes the loop
+iterate more than once; --no-adjoint-test: off), with `exec --blame` on every launch of one backward; under
+`gradcheck run`, by itself when fd-mismatch finds a converged disagreement (to name the launch responsible), or
+always with --blame always (also `gradcheck blame SPEC`). An error needs a converged disagreement (three agreeing
+steps above float32 noise, not at a detected kink); under exec's default test a launch that fails alone is an
+error only once tested with its neighbours (a split adjoint ruled out), else no verdict. Only inputs whose values depend on the params and
 outputs the loss depends on are tested: derivatives no gradient flows through are not the program's business.
 
 A suspect (info): when fd-mismatch found the program's gradient wrong and no launch disagrees, a launch whose own

@@ -53,8 +53,8 @@ def _check_launches(recorder: LaunchRecorder, params, options: FDOptions, seed: 
 
     rng = np.random.default_rng(seed)
     launches = recorder.launches
-    read_after = _read_after(launches, recorder.loss_id)
-    path = gradient_path(launches, params, recorder.loss_id)
+    read_after = _read_after(launches, recorder.loss_id, recorder.seeds)
+    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds)
     pool = BufferPool()
     return [_verdict(launches, launch, options, rng, read_after, path, tangents, pool, True) for launch in launches]
 
@@ -65,26 +65,30 @@ def check_selected(
     """The tests of the launches at ``selected`` (tape positions) only: what the default adjoint test of
     ``gradcheck exec`` runs, the first launch of each kernel. ``units``: the recording holds copies of every
     launch, so a launch that fails alone is tested with its neighbours (a split adjoint); without them such a
-    launch keeps its lone verdict, which the caller must not take for a measured error."""
+    launch keeps its lone verdict, which the caller must not take for a measured error. Each input is probed alone
+    too (a few launches: the cost --blame cannot pay on every launch)."""
     import numpy as np
 
     from gradcheck.probes.launch_record import paused_gc
 
     rng = np.random.default_rng(seed)
     launches = recorder.launches
-    read_after = _read_after(launches, recorder.loss_id)
-    path = gradient_path(launches, params, recorder.loss_id)
+    read_after = _read_after(launches, recorder.loss_id, recorder.seeds)
+    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds)
     pool = BufferPool()
     with paused_gc():
         return [
-            _verdict(launches, launches[i], options, rng, read_after, path, None, pool, units) for i in selected
+            _verdict(launches, launches[i], options, rng, read_after, path, None, pool, units, per_input=True)
+            for i in selected
         ]
 
 
-def _verdict(launches, launch, options, rng, read_after, path, tangents, pool, units: bool) -> LaunchVerdict:
+def _verdict(
+    launches, launch, options, rng, read_after, path, tangents, pool, units: bool, per_input: bool = False
+) -> LaunchVerdict:
     """One launch's verdict: alone, then (``units``) with the launches around it when it fails alone; the
     constructs its kernel holds that Warp mishandles named when it fails or cannot be settled."""
-    verdict = test_unit([launch], options, rng, read_after, path, tangents, pool)
+    verdict = test_unit([launch], options, rng, read_after, path, tangents, pool, per_input)
     if units and verdict.status in ("mismatch", "assigns"):
         # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
         # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
@@ -248,39 +252,79 @@ def _overwritten(index: int, name: str, where, backward, arrays, rng, label_of) 
     )
 
 
-def gradient_path(launches: list[Launch], params, loss_id: int | None) -> tuple[set[int], set[int]]:
+def gradient_path(launches: list[Launch], params, loss_id: int | None, seeds=()) -> tuple[set[int], set[int]]:
     """(ids of arrays that depend on the params, ids of arrays the loss depends on), through the launches.
 
     Only derivatives along this path reach a param's gradient. Others are not the program's business: Newton's
     Featherstone Cholesky adjoint is a no-op, so the derivative by the armature it adds to the diagonal is
-    dropped, but no gradient gradcheck is asked about flows through it."""
-    depends = {id(p) for p in params}
+    dropped, but no gradient gradcheck is asked about flows through it. By memory, not by array object: a view
+    (``reshape``, ``flatten``, a slice) is the array it views. ``seeds``: the arrays a ``backward(grads=...)``
+    seeded, each a loss."""
+    group = memory_groups(launches, [*params, *seeds])
+    depends = {group.get(id(p), id(p)) for p in params}
     for launch in launches:
-        if not launch.reads.isdisjoint(depends):
-            depends |= launch.writes
-    feeds = {loss_id} if loss_id is not None else set()
+        if not {group.get(k, k) for k in launch.reads}.isdisjoint(depends):
+            depends |= {group.get(k, k) for k in launch.writes}
+    feeds = {group.get(k, k) for k in ({loss_id} if loss_id is not None else set()) | {id(s) for s in seeds}}
     for launch in reversed(launches):
-        if not launch.writes.isdisjoint(feeds):
-            feeds |= launch.reads
-    return depends, feeds
+        if not {group.get(k, k) for k in launch.writes}.isdisjoint(feeds):
+            feeds |= {group.get(k, k) for k in launch.reads}
+    members: dict[int, set[int]] = {}
+    for key, root in group.items():
+        members.setdefault(root, set()).add(key)
+
+    def ids(roots: set[int]) -> set[int]:
+        return set().union(roots, *(members.get(root, ()) for root in roots))
+
+    return ids(depends), ids(feeds)
 
 
-def _read_after(launches: list[Launch], loss_id: int | None):
+def memory_groups(launches: list[Launch], more=()) -> dict[int, int]:
+    """id(array) → one id shared by every array whose memory overlaps its own (a view and what it views), for the
+    arrays the launches reach and ``more``."""
+    arrays: dict[int, object] = {}
+    for launch in launches:
+        for array in launch.arrays_in + launch.arrays_out:
+            arrays.setdefault(id(array), array)
+    for array in more:
+        if getattr(array, "ptr", None):
+            arrays.setdefault(id(array), array)
+    spans = []
+    for key, array in arrays.items():
+        start = int(array.ptr or 0)
+        spans.append((str(getattr(array, "device", "")), start, start + int(getattr(array, "capacity", 0) or 0), key))
+    spans.sort()
+    group: dict[int, int] = {}
+    root, device, end = None, None, -1
+    for dev, start, stop, key in spans:
+        if root is None or dev != device or start >= end:
+            root, device, end = key, dev, stop
+        else:
+            end = max(end, stop)
+        group[key] = root
+    return group
+
+
+def _read_after(launches: list[Launch], loss_id: int | None, seeds=()):
     """read_after(key, index): is the value the array holds after launch ``index`` read by a later launch before
     anything overwrites it (or is it the loss)? Only those outputs carry adjoints in the program: a scratch output
     no later launch reads (Featherstone's ``tmp``) gets none, and a custom adjoint may rightly ignore it. By value,
-    not by array: stock Featherstone reuses one ``L`` for every step."""
+    not by array: stock Featherstone reuses one ``L`` for every step. By memory: a view's read is a read."""
     import bisect
 
-    events: dict[int, list[tuple[int, bool]]] = {}  # key → [(launch index, is a read)], in order
+    group = memory_groups(launches, seeds)
+    losses = {group.get(k, k) for k in ({loss_id} if loss_id is not None else set()) | {id(s) for s in seeds}}
+    events: dict[int, list[tuple[int, bool]]] = {}  # memory → [(launch index, is a read)], in order
     for launch in launches:
-        for key in launch.reads:
+        reads = {group.get(k, k) for k in launch.reads}
+        for key in reads:
             events.setdefault(key, []).append((launch.index, True))
-        for key in launch.writes - launch.reads:
+        for key in {group.get(k, k) for k in launch.writes} - reads:
             events.setdefault(key, []).append((launch.index, False))
 
     def read_after(key: int, index: int) -> bool:
-        if key == loss_id:
+        key = group.get(key, key)
+        if key in losses:
             return True
         history = events.get(key, [])
         position = bisect.bisect_right(history, (index, True))

@@ -48,6 +48,7 @@ class LaunchRecorder:
         self.budget, self.used = budget, 0
         self.over_budget_at: int | None = None
         self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
+        self.seeds: tuple = ()  # the arrays a backward(grads={array: seed}) seeded: each one a loss
         self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
 
     def recorded_func(self, index: int, arrays) -> None:

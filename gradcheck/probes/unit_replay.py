@@ -59,9 +59,12 @@ def _tangent(unit: list[Launch], keys: list[int], tangents) -> dict | None:
     return found
 
 
-def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None) -> LaunchVerdict:
+def test_unit(
+    unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None, per_input: bool = False
+) -> LaunchVerdict:
     """The verdict on one unit (see the module docstring). ``pool``: a BufferPool the unit's private buffers come
-    from and go back to (a few thousand units allocate far less)."""
+    from and go back to (a few thousand units allocate far less). ``per_input``: each input is also probed alone
+    (see _Replay.judge)."""
     refused = _refused(unit, path)
     if isinstance(refused, LaunchVerdict):
         return refused
@@ -74,7 +77,7 @@ def test_unit(unit: list[Launch], options: FDOptions, rng, read_after, path, tan
         if isinstance(chosen, str):
             return _not_checked(unit, chosen)
         finals, perturbable = chosen
-        return replay.judge(finals, perturbable, options, rng, tangents)
+        return replay.judge(finals, perturbable, options, rng, tangents, per_input)
     finally:
         replay.release()
 
@@ -216,14 +219,21 @@ class _Replay:
         Inputs are the arrays a launch of the unit reads before the unit wrote them, in-place ones included (an
         input the launch also writes: perturbed at the value it had before, weighed at the value it left)."""
         arrays, unit, written = self.arrays, self.unit, self.changed
+        # in argument order, never in the order of a set of ids: which array gets which random weight and direction
+        # must not depend on memory addresses (the same launch, the same verdict)
+        order: dict[int, int] = {}
+        for launch in unit:
+            for value in launch.arrays_in + launch.arrays_out:
+                order.setdefault(id(value), len(order))
         read, produced = [], set()
         for launch in unit:
-            read += [key for key in launch.reads if key not in produced]
+            read += [id(v) for v in launch.arrays_in if id(v) not in produced]
             produced |= launch.writes
         depends, feeds = path
         grads = self.grads
         last = unit[-1].index
         finals = [k for k in written if read_after(k, last) and has_floats(arrays[k]) and k in grads and k in feeds]
+        finals.sort(key=lambda k: order.get(k, len(order)))
         perturbable = [k for k in dict.fromkeys(read) if k in grads and k in depends and has_floats(arrays[k])]
         if not finals or not perturbable:
             return "no float input to perturb or float output to weigh on the gradient path"
@@ -275,7 +285,12 @@ class _Replay:
             )
         return {key: floats(adj[key]) for key in perturbable}
 
-    def judge(self, finals: list, perturbable: list, options: FDOptions, rng, tangents) -> LaunchVerdict:
+    def judge(
+        self, finals: list, perturbable: list, options: FDOptions, rng, tangents, per_input: bool = False
+    ) -> LaunchVerdict:
+        """The dot-product and accumulation tests. ``per_input``: with several inputs, each is also probed alone
+        along its part of the direction, and the worst converged probe is the verdict: a wrong adjoint of one input
+        is otherwise diluted by the right ones (tile_matmul's C beside A and B) below the error band."""
         import numpy as np
 
         from gradcheck.probes.finite_diff import F32_EPS, Judge
@@ -294,18 +309,31 @@ class _Replay:
         pure = [key for key in perturbable if key not in self.in_place]
         prefill = {key: rng.standard_normal(direction[key].shape) for key in pure}
         filled = self.adjoint(weights, perturbable, prefill) if pure else clean
-        ad = sum(float(np.sum(clean[k] * direction[k])) for k in perturbable)
         rollouts = _UnitRollouts(lambda delta: weighted(self.forward(delta)))
         judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
-        probe = judge.probe("unit", ad, direction, 0.0)
+
+        def probe(keys: list):
+            part = {k: direction[k] if k in keys else 0.0 * direction[k] for k in perturbable}
+            ad = sum(float(np.sum(clean[k] * part[k])) for k in keys)
+            return ad, judge.probe("unit", ad, part, 0.0)
+
+        ad, found = probe(perturbable)
+        if per_input and len(perturbable) > 1 and math.isfinite(ad):
+            for key in perturbable:
+                ad_k, alone = probe([key])
+                worse = alone.converged and alone.rel_error > (found.rel_error if found.converged else -1.0)
+                if worse and math.isfinite(ad_k) and alone.rel_error >= options.warn:
+                    ad, found = ad_k, alone
         index, key, where = _label(unit)
-        fields = (probe.rel_error, ad, probe.fd, rollouts.count)
+        fields = (found.rel_error, ad, found.fd, rollouts.count)
         if pure and _overwrites(clean, prefill, filled, pure):
             note = "its adjoint overwrites the input gradients instead of adding to them"
             return LaunchVerdict(index, key, where, "assigns", *fields, note=note)
-        if not probe.converged:
+        if not math.isfinite(ad):  # an infinite derivative (a cusp) or NaN: nonfinite's to report, not a mismatch
+            return LaunchVerdict(index, key, where, "no-verdict", *fields, note="its adjoint is not finite here")
+        if not found.converged:
             return LaunchVerdict(index, key, where, "no-verdict", *fields)
-        if probe.rel_error < options.warn:
+        if found.rel_error < options.warn:
             return LaunchVerdict(index, key, where, "ok", *fields)
         note = (
             f"it updates {_names(unit, self.in_place)} in place, and Warp's backward replays the kernel with the "
