@@ -185,7 +185,9 @@ class KernelTests:
         whole = recording.full and recorder.over_budget_at is None
         positions = [position for position, _key in recording.selected]
         with no_active_tape():
-            verdicts = check_selected(recorder, list(params or recording_leaves(recorder)), FDOptions(), positions, whole)
+            verdicts = check_selected(
+                recorder, list(params or recording_leaves(recorder)), FDOptions(), positions, whole
+            )
         for (_position, key), verdict in zip(recording.selected, verdicts):
             self._decide(key, verdict, whole, recorder)
 

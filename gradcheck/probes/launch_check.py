@@ -30,7 +30,14 @@ from gradcheck.model.trace import LaunchVerdict
 from gradcheck.probes.launch_record import COPY_BUDGET_BYTES, Launch, LaunchRecorder, record_forward, record_tangents
 from gradcheck.probes.unit_replay import BufferPool, test_unit
 
-__all__ = ["COPY_BUDGET_BYTES", "check_launches", "check_selected", "check_recorded_functions", "record_forward", "record_tangents"]
+__all__ = [
+    "COPY_BUDGET_BYTES",
+    "check_launches",
+    "check_selected",
+    "check_recorded_functions",
+    "record_forward",
+    "record_tangents",
+]
 MAX_CONSUMERS = 4  # launches joined at a time to a failing one to test a split adjoint
 MAX_UNIT = 6  # launches in one unit at most
 MAX_UNITS = 8  # units tried around one failing launch

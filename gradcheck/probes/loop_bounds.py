@@ -19,7 +19,7 @@ import ast
 import functools
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bounds_of(func) -> tuple[tuple[ast.expr, ...], ...]:
     """The range() arguments of each run-time-bound loop in the function's own body."""
     from gradcheck.probes.kernel_patterns import dynamic_loop_reason, parse_source
