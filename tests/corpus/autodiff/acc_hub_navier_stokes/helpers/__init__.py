@@ -1,0 +1,1 @@
+"""Helper modules for the Warp tutorial notebooks."""
