@@ -83,9 +83,12 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
         by_kernel.setdefault(verdict.kernel, []).append(verdict)
     findings = []
     for kernel, verdicts in by_kernel.items():
-        bad = [v for v in verdicts if v.status in ("mismatch", "assigns")]
+        bad = [v for v in verdicts if v.status in ("mismatch", "assigns") and not maybe_meant(v)]
+        meant = [v for v in verdicts if v.status == "mismatch" and maybe_meant(v)]
         if bad:
             findings.append(_wrong(trace, blame, kernel, verdicts, bad, warn, error))
+        elif meant:
+            findings.append(_hand_written(blame, kernel, verdicts, meant, warn))
         # only where the program's gradient is measured wrong: Newton's Featherstone has such loops, and is right
         known_wrong = trace.fd is not None and trace.fd.disagrees
         unsettled = [v for v in verdicts if v.status == "no-verdict" and live_suspects(trace, v)] if known_wrong else []
@@ -118,6 +121,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 evidence=_evidence(blame, split, split, warn),
             )
         )
+    findings += [_surrogate(blame, v, warn) for v in blame.verdicts if v.status == "surrogate"]
     return tuple(findings)
 
 
@@ -157,6 +161,43 @@ def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: 
     )
 
 
+def maybe_meant(verdict: LaunchVerdict) -> bool:
+    """A disagreement of a hand-written adjoint (@wp.func_grad, a native adjoint snippet) that may be deliberate:
+    the program does not train through it (a test of the custom-gradient mechanism, a probe of a Jacobian), or its
+    shape is a surrogate's: the function is flat where the adjoint is not (a straight-through estimator) or the
+    adjoint is the derivative reversed (gradient reversal). A hand-written adjoint a training program learns from,
+    of any other shape, is a bug like Warp's own."""
+    if verdict.status != "mismatch" or not verdict.custom_adjoint:
+        return False
+    if verdict.trained is False:
+        return True
+    flat = abs(verdict.fd) <= 1e-3 * abs(verdict.ad)
+    reversed_ = abs(verdict.ad + verdict.fd) <= 0.05 * abs(verdict.fd)
+    return flat or reversed_
+
+
+def _hand_written(blame, kernel: str, verdicts, meant, warn: float) -> Finding:
+    """Info: a hand-written adjoint that disagrees with its function where that may be meant (see maybe_meant)."""
+    worst = max(meant, key=lambda v: v.rel_error)
+    functions = ", ".join(f"@wp.func {name}" for name in worst.custom_adjoint)
+    why = (
+        "the program does not train through it (a test of the custom-gradient mechanism, a Jacobian probe)"
+        if worst.trained is False
+        else "its shape is a surrogate's (a straight-through estimator, a reversed gradient)"
+    )
+    return Finding(
+        check=NAME,
+        severity=Severity.INFO,
+        subject=launch_label(worst),
+        message=f"{launch_label(worst)} runs the hand-written adjoint of {functions}, which disagrees with central "
+        f"differences of the launch (adjoint {worst.ad:.6g} vs FD {worst.fd:.6g}, rel {worst.rel_error:.3g}); no "
+        f"verdict: a custom gradient may differ from the derivative on purpose, and {why}",
+        hint=f"nothing to fix if the custom gradient of {functions} is meant to differ; else make it the derivative "
+        "of its function",
+        evidence=_evidence(blame, verdicts, meant, warn),
+    )
+
+
 def live_suspects(trace: Trace, verdict: LaunchVerdict) -> list[tuple]:
     """The verdict's suspects that apply to the running Warp: (bug, where, construct, rewrite)."""
     found = []
@@ -184,8 +225,29 @@ def _suspected(trace: Trace, blame, kernel: str, verdicts, unsettled, warn: floa
     )
 
 
+def _surrogate(blame, verdict: LaunchVerdict, warn: float) -> Finding:
+    """Info: a custom torch.autograd.Function whose backward runs no Warp disagrees with its own forward: maybe a
+    surrogate gradient, wrong on purpose (a straight-through estimator, gradient reversal)."""
+    return Finding(
+        check=NAME,
+        severity=Severity.INFO,
+        subject=launch_label(verdict),
+        message=f"the backward of {launch_label(verdict)} disagrees with central differences of its forward "
+        f"(<J^T w, u> {verdict.ad:.6g} vs FD {verdict.fd:.6g}, rel {verdict.rel_error:.3g}) and runs no Warp: a "
+        "possible surrogate gradient (a straight-through estimator, gradient reversal), wrong on purpose; no verdict",
+        hint=f"nothing to fix if {verdict.kernel} is meant to pass another gradient than its forward's derivative; "
+        "else fix its backward",
+        evidence=_evidence(blame, [verdict], [verdict], warn),
+    )
+
+
 def fix_for(verdict: LaunchVerdict) -> str:
     """What to change for a wrong launch or tape entry."""
+    if verdict.kernel.startswith("torch.autograd.Function"):
+        return (
+            f"fix the backward of {verdict.kernel}: it must return the gradient of its forward (check it with "
+            "torch.autograd.gradcheck on float64 inputs, or against torch's own gradient of the same formula)"
+        )
     if verdict.kernel.startswith("record_func"):
         return (
             f"make the backward recorded at {short_site(verdict.where) or 'its record_func call'} add to the gradients "
@@ -207,6 +269,8 @@ def launch_label(verdict: LaunchVerdict) -> str:
     where = f" ({short_site(verdict.where)})" if verdict.where else ""
     if verdict.kernel.startswith(("wp.copy", "record_func")):
         return f"tape entry #{verdict.index} {verdict.kernel}{where}"
+    if verdict.kernel.startswith("torch.autograd.Function"):  # tested once, on its first call's inputs
+        return f"{verdict.kernel}{where}"
     return f"launch #{verdict.index} {verdict.kernel}{where}"
 
 
@@ -225,6 +289,8 @@ def _evidence(blame, verdicts, shown, warn) -> dict:
                 "adjoint": v.ad,
                 "fd": v.fd,
                 "note": v.note,
+                "custom_adjoint": list(v.custom_adjoint),
+                "trained": v.trained,
                 "suspects": [
                     {"bug": b, "where": w, "what": t, "rewrite": rest[0] if rest else ""}
                     for b, w, t, *rest in v.suspects

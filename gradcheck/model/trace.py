@@ -252,6 +252,11 @@ class LaunchVerdict:
     note: str | None = None
     # constructs in the kernel Warp mishandles: (KnownBug/LiveBug name, file:line, what, rewrite), see kernel_patterns
     suspects: tuple[tuple[str, str | None, str, str], ...] = ()
+    # the @wp.func functions with a hand-written adjoint (@wp.func_grad, a native adjoint snippet) the kernel calls
+    custom_adjoint: tuple[str, ...] = ()
+    # whether the program trains through the launch (exec: it updates params from their gradients; None: run's
+    # scenario params, trained by definition); a hand-written adjoint that disagrees is a bug only then
+    trained: bool | None = None
 
 
 # BlameResult.why of the default adjoint test of exec and audit() (gradcheck.observe.kernel_tests)

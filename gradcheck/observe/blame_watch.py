@@ -16,6 +16,7 @@ than the program's own tangent (``run`` follows the direction fd-mismatch disagr
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from gradcheck.model.trace import BlameResult
 
@@ -95,6 +96,7 @@ class BlameWatch:
         from gradcheck.model.options import FDOptions
         from gradcheck.probes.launch_check import COPY_BUDGET_BYTES, check_launches
 
+        trained = bool(params)  # the program updates params from their gradients (else: the leaves)
         if not params:
             params = recording_leaves(recorder)
         if recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded arrays are the outputs
@@ -102,7 +104,7 @@ class BlameWatch:
         from gradcheck.probes.warp_compat.runtime import no_active_tape
 
         with no_active_tape():  # the replays' own copies and launches are never the program's recording
-            verdicts = check_launches(recorder, list(params), FDOptions())
+            verdicts = [replace(v, trained=trained) for v in check_launches(recorder, list(params), FDOptions())]
         note = None
         if recorder.over_budget_at is not None:
             note = (

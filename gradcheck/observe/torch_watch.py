@@ -26,6 +26,7 @@ from gradcheck.observe.cadence import ALL
 from gradcheck.observe.guard import Guarded
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.torch_bridge import Bridge
+from gradcheck.observe.torch_functions import FunctionTests
 from gradcheck.observe.torch_names import TorchNames
 from gradcheck.observe.torch_reads import ReadWindow
 from gradcheck.observe.torch_steps import Steps
@@ -65,6 +66,7 @@ class TorchWatch(Steps, Guarded):
         self.devices: dict[str, None] = {}
         self.bridge = Bridge(self)
         self.reads = ReadWindow(self)
+        self.functions = FunctionTests(self)  # custom autograd.Functions, each tested once against its forward
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -147,8 +149,19 @@ class TorchWatch(Steps, Guarded):
         with self._guard("wp.to_torch"):
             self.bridge.on_to_torch(array, tensor)
 
+    def on_function(self, cls, args: tuple, kwargs: dict, run):
+        """A custom Function's ``apply`` (``run`` calls it)."""
+        return self.functions.on_apply(cls, args, kwargs, run)
+
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
+        try:
+            return self._on_backward(tensors, grad_tensors, kwargs, run)
+        finally:
+            if self.functions.pending and not self.bridge.in_backward and self.own_thread():
+                self.functions.settle()  # the program's backward is over: its Functions' tests, on copies
+
+    def _on_backward(self, tensors, grad_tensors, kwargs: dict, run):
         if self.bridge.in_backward:  # a backward inside one (reentrant checkpointing) is part of it
             return run()
         if not self.own_thread():  # another thread's is not watched: its .grad is not safe to read from here
@@ -312,6 +325,8 @@ class TorchWatch(Steps, Guarded):
     # -- the report ---------------------------------------------------------------------------------------------
     def finish(self) -> None:
         self.reads.close()
+        if self.functions.pending:
+            self.functions.settle()
         with self._guard("finish"):
             self._flush(everything=True)
             shared = self.bridge.shared()
@@ -339,4 +354,4 @@ class TorchWatch(Steps, Guarded):
             "sampling": sampling,
             "internal_errors": tuple(self.internal_errors),
             "bridge": self.bridge.issues(),
-        }
+        } | ({"launch_checks": tested} if (tested := self.functions.result()) is not None else {})

@@ -242,7 +242,7 @@ def _int_value(node: ast.AST, src: _Source) -> int | None:
         return values.pop() if len(values) == 1 else None
     if isinstance(node, ast.Call) and _is_static_call(node, src) and len(node.args) == 1:
         return _int_value(node.args[0], src)  # wp.static(N): N; of anything else the value is unknown here
-    value = _resolve(node, src)
+    value = resolve_name(node, src)
     return value if _is_int(value) else None
 
 
@@ -250,20 +250,20 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _resolve(node: ast.AST, src: _Source):
+def resolve_name(node: ast.AST, src: _Source):
     """A Name or dotted Attribute in the function's globals and closure; None when it is not one."""
     if isinstance(node, ast.Name):
         if node.id in src.params or node.id in src.assigned:
             return None
         return src.names.get(node.id)
     if isinstance(node, ast.Attribute):
-        base = _resolve(node.value, src)
+        base = resolve_name(node.value, src)
         return getattr(base, node.attr, None) if base is not None else None
     return None
 
 
 def _is_static_call(node: ast.Call, src: _Source) -> bool:
-    target = _resolve(node.func, src)
+    target = resolve_name(node.func, src)
     if target is not None:
         warp = sys.modules.get("warp")
         return target is getattr(warp, "static", object())
@@ -439,7 +439,7 @@ def _called_functions(src: _Source) -> list[tuple[str, object]]:
     for node in ast.walk(src.node):
         if not isinstance(node, ast.Call):
             continue
-        target = _resolve(node.func, src)
+        target = resolve_name(node.func, src)
         func = getattr(target, "func", None)
         if func is None or not hasattr(func, "__code__"):
             continue
@@ -502,7 +502,7 @@ def _stops(func, found: list, depth: int) -> None:
         if not isinstance(node, ast.Call):
             continue
         name = ast.unparse(node.func).rsplit(".", 1)[-1]
-        target = _resolve(node.func, src)
+        target = resolve_name(node.func, src)
         builtin = name in _STEP_BUILTINS and getattr(target, "is_differentiable", None) is False
         cast = name in _INT_CASTS and (target is None or isinstance(target, type))
         if builtin or cast:

@@ -115,8 +115,10 @@ def _verdict(
     if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
         from gradcheck.probes.kernel_patterns import suspects
 
+        from gradcheck.probes.custom_adjoints import custom_adjoints
+
         found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
-        verdict = replace(verdict, suspects=found)
+        verdict = replace(verdict, suspects=found, custom_adjoint=custom_adjoints(launch.kernel))
     return verdict
 
 

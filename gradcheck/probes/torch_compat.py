@@ -6,6 +6,7 @@ here, as the Warp side sees Warp through gradcheck.probes.warp_compat.hooks:
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): the watch is called *around* it (``run`` to call);
 - every optimizer's ``step`` (torch's global step pre/post hooks) and ``zero_grad``, and ``Module.zero_grad``;
 - optimizers as they are made (``Optimizer.__init__``): which tensors a program trains;
+- ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
 - ``wp.from_torch`` and ``wp.to_torch`` (patched by probes.warp_compat.torch_interop): which torch tensor and
   Warp array share memory, and where.
 
@@ -73,6 +74,10 @@ def observed(watch):
     for scaler in _scalers(torch):
         patch(scaler, "scale", lambda original: _scale(watch, original))
         patch(scaler, "step", lambda original: _scaler_step(watch, original))
+    function = torch.autograd.Function
+    applied = vars(function)["apply"]  # the classmethod itself: getattr would give a method bound to Function
+    function.apply = classmethod(_applied(watch, applied.__func__))
+    undo.append(lambda: setattr(function, "apply", applied))
     watch.attach_bridge = lambda: bridge(watch, patch)  # the program imports Warp now or later
     if "warp" in sys.modules:
         watch.attach_bridge()
@@ -157,3 +162,15 @@ def _zero_grad(watch, original):
         return result
 
     return zero_grad
+
+
+def _applied(watch, original):
+    """``Function.apply`` as a classmethod's function: ``cls`` is the program's Function subclass."""
+
+    @functools.wraps(original)
+    def apply(cls, *args, **kwargs):
+        if watch.busy:
+            return original(cls, *args, **kwargs)
+        return watch.on_function(cls, args, kwargs, lambda: original(cls, *args, **kwargs))
+
+    return apply

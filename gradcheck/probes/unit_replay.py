@@ -115,12 +115,14 @@ class BufferPool:
 def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
     """Why the unit cannot be replayed (a verdict of its own for a kernel without adjoint on the gradient path),
     or None."""
-    from gradcheck.probes.warp_compat import backward_disabled
+    from gradcheck.probes.warp_compat import backward_disabled, module_current
 
     depends, feeds = path
     for launch in unit:
         if launch.captured:
             return "launched during graph capture: its inputs cannot be copied then (check it on a run without capture)"
+        if not module_current(launch.kernel, launch.options["device"]):
+            return "its module changed since it ran (kernels defined in it since): not rebuilt on the program's behalf"
         if not launch.pre and (launch.arrays_in or launch.arrays_out):
             return "over the memory budget for copies of forward values"
         if backward_disabled(launch.kernel):

@@ -165,6 +165,26 @@ def backward_disabled(kernel) -> bool:
     return flag is False
 
 
+def module_current(kernel, device) -> bool:
+    """Whether the kernel's module is loaded on ``device`` as it is now: a launch replayed while it is stale
+    (kernels defined in it since it last ran: warp.fem's examples define some as they go) would rebuild it inside
+    gradcheck, and Warp's "Module ... load" line, the program's to print at its own next launch, would be lost.
+    True where this Warp keeps no such record."""
+    module = getattr(kernel, "module", None)
+    execs = getattr(module, "execs", None)
+    if module is None or not isinstance(execs, dict) or not hasattr(module, "get_module_hash"):
+        return True
+    try:
+        import warp as wp
+
+        context = wp.get_device(device).context
+        return any(
+            key[0] == context and exe.module_hash == module.get_module_hash(key[1]) for key, exe in execs.items()
+        )
+    except Exception:  # noqa: BLE001 - another Warp's layout: assume current
+        return True
+
+
 def launch_kernel_names(launches) -> list[str]:
     """The kernel key of each entry, ``record_func`` for recorded functions."""
     return [entry[LAUNCH_KERNEL].key if entry.__class__ is list else "record_func" for entry in launches]

@@ -56,3 +56,58 @@ def synchronize_warp() -> None:
 
     if getattr(internal_module("context"), "runtime", None) is not None:
         warp.synchronize()
+
+
+class WarpActivity:
+    """Whether Warp's own code ran in a thread between ``start()`` and ``stop()``: does a custom
+    ``torch.autograd.Function``'s backward run Warp (a tape backward, adjoint launches, kernels of its own)?
+
+    A profile function of that thread only (``sys.setprofile``), removed at the first call into Warp's package, so
+    it costs one test per Python call for a backward that never reaches Warp. ``start``/``stop`` are called from the
+    Function's node hooks: they run in the thread that runs its backward (CUDA backwards run on torch's device
+    threads). A thread that already has a profile function (the program profiling itself) is left alone:
+    ``unknown``."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.unknown = False
+        self._profile = None
+
+    def start(self) -> None:
+        if "warp" not in sys.modules:
+            return  # nothing of Warp's can run before the program imports it
+        if sys.getprofile() is not None:
+            self.unknown = True
+            return
+        from gradcheck.probes.warp_compat.hooks import _is_warp_file
+
+        def profile(frame, event, arg):
+            if event == "call" and _is_warp_file(frame.f_code.co_filename):
+                self.seen = True
+                sys.setprofile(None)
+
+        self._profile = profile
+        sys.setprofile(profile)
+
+    def stop(self) -> None:
+        if self._profile is not None and sys.getprofile() is self._profile:
+            sys.setprofile(None)
+        self._profile = None
+
+
+def torch_views(value) -> list[tuple[str, object]] | None:
+    """``value`` is a Warp array: torch tensors sharing memory with it and with its gradient (``("", data)``,
+    ``(".grad", gradient)``), those torch can view; None when it is no Warp array. What a custom Function reaches
+    through Warp arrays it keeps (a class attribute, a module global) can then be copied and compared as tensors."""
+    warp = sys.modules.get("warp")
+    if warp is None or not isinstance(value, warp.array):
+        return None
+    views = []
+    for suffix, array in (("", value), (".grad", getattr(value, "grad", None))):
+        if array is None or not getattr(array, "ptr", None):
+            continue
+        try:
+            views.append((suffix, warp.to_torch(array, requires_grad=False)))
+        except Exception:  # noqa: BLE001 - a dtype or layout torch cannot view (structs): not compared
+            continue
+    return views
