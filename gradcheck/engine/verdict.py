@@ -10,7 +10,7 @@ from gradcheck.checks import run_checks
 from gradcheck.model.findings import Finding
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import BlameSummary, ClipSummary, FDSummary, KernelBlame, ParamSummary, ScenarioResult
-from gradcheck.model.trace import Trace, not_checked_reasons
+from gradcheck.model.trace import DEFAULT_ADJOINT_TEST, Trace, not_checked_reasons
 
 
 def judge(trace: Trace, checks: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
@@ -61,11 +61,14 @@ def _blame_summary(trace: Trace) -> BlameSummary | None:
     blame = trace.launch_checks
     if blame is None:
         return None
-    rows: dict[str, list] = {}
+    rows: dict[tuple, list] = {}
     for verdict in blame.verdicts:
-        rows.setdefault(verdict.kernel, []).append(verdict)
+        # a kernel name is not a kernel: factories (warp-nn's layers) make many under one name, told apart by where
+        # they are launched; the default test's verdicts (one a kernel) by that too
+        where = verdict.where if DEFAULT_ADJOINT_TEST in blame.why else None
+        rows.setdefault((verdict.kernel, where), []).append(verdict)
     kernels = []
-    for kernel, verdicts in rows.items():
+    for (kernel, _where), verdicts in rows.items():
         statuses: dict[str, int] = {}
         for v in verdicts:
             statuses[v.status] = statuses.get(v.status, 0) + 1

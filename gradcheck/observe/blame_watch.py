@@ -78,6 +78,9 @@ class BlameWatch:
             )
             return
         recorder = entry[1]
+        from gradcheck.probes.launch_record import note_copies
+
+        note_copies(recorder, tape)
         recorder.loss_id = id(loss) if loss is not None else None
         started = time.perf_counter()
         from gradcheck.probes.launch_check import check_recorded_functions

@@ -77,29 +77,34 @@ class GraphReplays:
         without Python seeing it: audited as a backward of its tape. A graph with no backward in it is not one."""
         self.graph_replays += 1
         tapes = self.graphs.forward_due(graph)
-        if tapes:
-            self._captured_forward_due(tapes)
         found = self.graphs.backward_of(graph)
+        if tapes:
+            self._captured_forward_due(tapes, found)
         if found is None:
             return run()
         self.audited_replays += 1
         return self.on_backward(*found, run)
 
-    def _captured_forward_due(self, tapes: list) -> None:
+    def _captured_forward_due(self, tapes: list, backward=None) -> None:
         """Replay a graph's forward from copies once, just before a replay of the graph, from the state that replay
         starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
         second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
         once the graph has run (copied before, they are an invalid argument)."""
         with self._guard("write-after-read (captured forward)"):
-            found = [self._replay_captured(tape) for tape in tapes]
+            found = [self._replay_captured(tape, backward) for tape in tapes]
             found = [f for f in found if f is not None]
             if found:  # every tape the capture recorded: their hazards and harmless rewrites together
                 self._hazards = tuple(tuple(r for f in found for r in f[i]) for i in (0, 1))
 
-    def _replay_captured(self, tape) -> tuple | None:
+    def _replay_captured(self, tape, backward=None) -> tuple | None:
+        """The captured forward run again from copies; the per-launch adjoint tests copy what each launch reads
+        (``backward``: the graph's (tape, loss, grads), whose loss they test towards)."""
         from gradcheck.observe.rewrites import replay_captured
 
-        watch = replay_captured(tape, values.fingerprint)
+        tests = self.blame.captured(tape) if self.blame is not None else None
+        watch = replay_captured(tape, values.fingerprint, tests)
+        if tests is not None:
+            self.blame.captured_done(tape, backward, watch if isinstance(watch, str) else None)
         if isinstance(watch, str):
             note = f"write-after-read not checked on the captured forward: {watch}"
             if note not in self.notes:

@@ -60,6 +60,9 @@ class KernelTests:
         self._recordings: dict[int, tuple[object, _Recording]] = {}
         self._pending: list[tuple[_Recording, dict | None]] = []
         self._copied_whole = False
+        self._captured: dict[int, _Recording] = {}  # id(tape) → its captured forward, while it is run again
+        self._waiting: list = []  # captured forwards' recordings, tested after the graph's next backward is used
+        self.notes: list[str] = []
         self.seconds = 0.0
         self.why = DEFAULT_ADJOINT_TEST
 
@@ -73,8 +76,11 @@ class KernelTests:
         return bool(self._pending)
 
     def on_tape_enter(self, tape, backwards_done: int) -> None:
-        """A fresh recording starts: watched when its backward is audited, or when a lone failure waits for one."""
-        if id(tape) in self._recordings or tape.launches:
+        """A fresh recording starts: watched when its backward is audited, or when a lone failure waits for one.
+        Not one recorded into a graph capture: nothing runs then (see ``captured``)."""
+        from gradcheck.probes.warp_compat import capturing
+
+        if id(tape) in self._recordings or tape.launches or capturing():
             return
         whole = not self._copied_whole or bool(self._lone)
         if not (whole or self.cadence.full(backwards_done + 1)):
@@ -105,12 +111,57 @@ class KernelTests:
             recording.full = False  # too large to copy whole: only the launches to test, from the reserve
             recorder.budget += TEST_BUDGET_BYTES
 
+    def captured(self, tape):
+        """A forward captured into a graph, run again from copies before the graph's first replay (CUDA: its second):
+        the first point its launches can be copied. Recorded whole, as a first recording; the callback for each
+        launch (gradcheck.observe.rewrites.replay_captured)."""
+        from gradcheck.probes.launch_record import LaunchRecorder
+
+        recording = _Recording(LaunchRecorder(TEST_BUDGET_BYTES, keep_going=True), full=True)
+        self._captured[id(tape)] = recording
+
+        def before(kernel, dim, inputs, outputs, options) -> None:
+            key = self._select(kernel, list(inputs) + list(outputs), recording)
+            if key is not None:
+                recording.selected.append((len(recording.recorder.launches), key))
+            recording.recorder.before(kernel, dim, inputs, outputs, options, copy=recording.full or key is not None)
+            if recording.full and recording.recorder.over_budget_at is not None:
+                recording.full = False
+                recording.recorder.budget += TEST_BUDGET_BYTES
+
+        return before
+
+    def captured_done(self, tape, backward, failed: str | None) -> None:
+        """The captured forward's replay is over (``failed``: why it could not run): its tests wait for the graph's
+        backward to be used, as a recording's do; a replay that could not run is said in the report."""
+        recording = self._captured.pop(id(tape), None)
+        if failed is not None or recording is None:
+            self.notes.append(f"a forward captured in a graph was not tested: {failed}")
+            for _position, key in recording.selected if recording is not None else ():
+                self._grown.pop(key, None)
+            return
+        if not recording.selected or backward is None:
+            return
+        from gradcheck.probes.launch_record import note_copies
+
+        note_copies(recording.recorder, tape)
+        _tape, loss, grads = backward
+        recording.recorder.loss_id = id(loss) if loss is not None else None
+        if loss is None and grads:
+            recording.recorder.seeds = tuple(grads)
+        self._waiting.append((recording, grads))
+
     def on_backward(self, tape, loss, grads, number: int) -> None:
+        self._pending += self._waiting  # a captured forward's: tested once this backward's gradients are used
+        self._waiting = []
         entry = self._recordings.pop(id(tape), None)
         if entry is None or not entry[1].selected:
             return
         recording = entry[1]
         self._flush(recording)
+        from gradcheck.probes.launch_record import note_copies
+
+        note_copies(recording.recorder, tape)
         recording.recorder.loss_id = id(loss) if loss is not None else None
         if recording.recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded outputs
             recording.recorder.seeds = tuple(grads)
@@ -143,10 +194,11 @@ class KernelTests:
         for key, lone in self._lone.items():
             if key not in self.verdicts:
                 verdicts.append(_unconfirmed(lone))
-        note = None
+        notes = list(dict.fromkeys(self.notes))
         tested = [v for v in verdicts if v.status not in ("not-checked",)]
         if verdicts and not tested:
-            note = "no kernel could be tested: see the reasons"
+            notes.append("no kernel could be tested: see the reasons")
+        note = "; ".join(notes) or None
         return BlameResult(tuple(verdicts), self.why, None, note, self.seconds)
 
     # -- which launches -------------------------------------------------------------------------------------------

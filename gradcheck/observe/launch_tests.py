@@ -39,6 +39,13 @@ class LaunchTests:
         for part in self._parts:
             part.on_backward(tape, loss, grads, number)
 
+    def captured(self, tape):
+        """A callback for each launch of ``tape``'s captured forward as it is run again from copies, or None."""
+        return self.kernels.captured(tape) if self.kernels is not None else None
+
+    def captured_done(self, tape, backward, failed: str | None) -> None:
+        self.kernels.captured_done(tape, backward, failed)
+
     def settle(self, params) -> None:
         for part in self._parts:
             if not part.pending:

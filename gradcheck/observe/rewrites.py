@@ -79,15 +79,18 @@ class _Replayed:
         self.kernel = kernel
 
 
-def replay_captured(tape, fingerprint) -> RewriteWatch | str:
+def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str:
     """Write-after-read for a forward that was only captured into a graph (nothing ran while it recorded, so
     nothing could be watched): the tape's launches are run again, one by one, from copies of every array they
     take, with the watch around each, and every array is then put back bit for bit, so the program's own replay
-    starts from exactly the state it would have. Returns the watch, or why it was not done (over the budget)."""
+    starts from exactly the state it would have. Returns the watch, or why it was not done (over the budget).
+    ``before_launch(kernel, dim, inputs, outputs, options)``: told of each launch before it runs again (the default
+    adjoint test copies what it reads: a launch first seen inside a capture is tested from here)."""
     import warp as wp
 
     from gradcheck.probes.warp_compat import (
         kernel_argument_names,
+        launch_reads,
         replayable_launches,
         takes_object_ids,
         tape_launches,
@@ -108,8 +111,11 @@ def replay_captured(tape, fingerprint) -> RewriteWatch | str:
         except RuntimeError as exc:  # CUDA refuses the copy (graph memory not mapped): nothing was run yet
             return f"an array its launches use could not be copied ({str(exc).splitlines()[0][:160]})"
     watch = RewriteWatch(fingerprint)
+    sites = {index: where for index, _kernel, _inputs, where in launch_reads(tape_launches(tape))}
     try:
-        for _index, kernel, dim, inputs, outputs, options in launches:
+        for index, kernel, dim, inputs, outputs, options in launches:
+            if before_launch is not None:
+                before_launch(kernel, dim, inputs, outputs, {**options, "where": sites.get(index)})
             labels = kernel_argument_names(kernel)
             arguments = [(labels[i] if i < len(labels) else "", v) for i, v in enumerate([*inputs, *outputs])]
             call = _Replayed(kernel)

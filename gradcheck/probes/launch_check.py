@@ -60,8 +60,8 @@ def _check_launches(recorder: LaunchRecorder, params, options: FDOptions, seed: 
 
     rng = np.random.default_rng(seed)
     launches = recorder.launches
-    read_after = _read_after(launches, recorder.loss_id, recorder.seeds)
-    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds)
+    read_after = _read_after(launches, recorder.loss_id, recorder.seeds, recorder.copies)
+    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds, recorder.copies)
     pool = BufferPool()
     return [_verdict(launches, launch, options, rng, read_after, path, tangents, pool, True) for launch in launches]
 
@@ -80,8 +80,8 @@ def check_selected(
 
     rng = np.random.default_rng(seed)
     launches = recorder.launches
-    read_after = _read_after(launches, recorder.loss_id, recorder.seeds)
-    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds)
+    read_after = _read_after(launches, recorder.loss_id, recorder.seeds, recorder.copies)
+    path = gradient_path(launches, params, recorder.loss_id, recorder.seeds, recorder.copies)
     pool = BufferPool()
     with paused_gc():
         return [
@@ -113,9 +113,8 @@ def _verdict(
                 )
                 break
     if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
-        from gradcheck.probes.kernel_patterns import suspects
-
         from gradcheck.probes.custom_adjoints import custom_adjoints
+        from gradcheck.probes.kernel_patterns import suspects
 
         found = tuple((s.bug, s.where, s.what, s.rewrite) for s in suspects(launch.kernel))
         verdict = replace(verdict, suspects=found, custom_adjoint=custom_adjoints(launch.kernel))
@@ -261,23 +260,26 @@ def _overwritten(index: int, name: str, where, backward, arrays, rng, label_of) 
     )
 
 
-def gradient_path(launches: list[Launch], params, loss_id: int | None, seeds=()) -> tuple[set[int], set[int]]:
+def gradient_path(
+    launches: list[Launch], params, loss_id: int | None, seeds=(), copies=()
+) -> tuple[set[int], set[int]]:
     """(ids of arrays that depend on the params, ids of arrays the loss depends on), through the launches.
 
     Only derivatives along this path reach a param's gradient. Others are not the program's business: Newton's
     Featherstone Cholesky adjoint is a no-op, so the derivative by the armature it adds to the diagonal is
     dropped, but no gradient gradcheck is asked about flows through it. By memory, not by array object: a view
     (``reshape``, ``flatten``, a slice) is the array it views. ``seeds``: the arrays a ``backward(grads=...)``
-    seeded, each a loss."""
-    group = memory_groups(launches, [*params, *seeds])
+    seeded, each a loss; ``copies``: (launches before it, src, dest) of the tape's copies, edges like launches."""
+    group = memory_groups(launches, [*params, *seeds, *(a for _p, *pair in copies for a in pair)])
+    steps = _steps(launches, copies, group)
     depends = {group.get(id(p), id(p)) for p in params}
-    for launch in launches:
-        if not {group.get(k, k) for k in launch.reads}.isdisjoint(depends):
-            depends |= {group.get(k, k) for k in launch.writes}
+    for reads, writes in steps:
+        if not reads.isdisjoint(depends):
+            depends |= writes
     feeds = {group.get(k, k) for k in ({loss_id} if loss_id is not None else set()) | {id(s) for s in seeds}}
-    for launch in reversed(launches):
-        if not {group.get(k, k) for k in launch.writes}.isdisjoint(feeds):
-            feeds |= {group.get(k, k) for k in launch.reads}
+    for reads, writes in reversed(steps):
+        if not writes.isdisjoint(feeds):
+            feeds |= reads
     members: dict[int, set[int]] = {}
     for key, root in group.items():
         members.setdefault(root, set()).add(key)
@@ -286,6 +288,18 @@ def gradient_path(launches: list[Launch], params, loss_id: int | None, seeds=())
         return set().union(roots, *(members.get(root, ()) for root in roots))
 
     return ids(depends), ids(feeds)
+
+
+def _steps(launches: list[Launch], copies, group) -> list[tuple[set[int], set[int]]]:
+    """(memory read, memory written) of each launch and copy, in the order they ran."""
+    at: dict[int, list] = {}
+    for position, src, dest in copies:
+        at.setdefault(position, []).append(({group.get(id(src), id(src))}, {group.get(id(dest), id(dest))}))
+    steps = list(at.get(0, ()))
+    for launch in launches:
+        steps.append(({group.get(k, k) for k in launch.reads}, {group.get(k, k) for k in launch.writes}))
+        steps.extend(at.get(launch.index + 1, ()))
+    return steps
 
 
 def memory_groups(launches: list[Launch], more=()) -> dict[int, int]:
@@ -314,22 +328,24 @@ def memory_groups(launches: list[Launch], more=()) -> dict[int, int]:
     return group
 
 
-def _read_after(launches: list[Launch], loss_id: int | None, seeds=()):
-    """read_after(key, index): is the value the array holds after launch ``index`` read by a later launch before
-    anything overwrites it (or is it the loss)? Only those outputs carry adjoints in the program: a scratch output
-    no later launch reads (Featherstone's ``tmp``) gets none, and a custom adjoint may rightly ignore it. By value,
-    not by array: stock Featherstone reuses one ``L`` for every step. By memory: a view's read is a read."""
+def _read_after(launches: list[Launch], loss_id: int | None, seeds=(), copies=()):
+    """read_after(key, index): is the value the array holds after launch ``index`` read by a later launch (or copy)
+    before anything overwrites it (or is it the loss)? Only those outputs carry adjoints in the program: a scratch
+    output no later launch reads (Featherstone's ``tmp``) gets none, and a custom adjoint may rightly ignore it. By
+    value, not by array: stock Featherstone reuses one ``L`` for every step. By memory: a view's read is a read."""
     import bisect
 
-    group = memory_groups(launches, seeds)
+    group = memory_groups(launches, [*seeds, *(a for _p, *pair in copies for a in pair)])
     losses = {group.get(k, k) for k in ({loss_id} if loss_id is not None else set()) | {id(s) for s in seeds}}
-    events: dict[int, list[tuple[int, bool]]] = {}  # memory → [(launch index, is a read)], in order
-    for launch in launches:
-        reads = {group.get(k, k) for k in launch.reads}
+    events: dict[int, list[tuple[float, bool]]] = {}  # memory → [(when, is a read)], in order
+    timed = [(launch.index, launch.reads, launch.writes) for launch in launches]
+    timed += [(position - 0.5, {id(src)}, {id(dest)}) for position, src, dest in copies]  # after launch position-1
+    for when, read_ids, write_ids in sorted(timed, key=lambda t: t[0]):
+        reads = {group.get(k, k) for k in read_ids}
         for key in reads:
-            events.setdefault(key, []).append((launch.index, True))
-        for key in {group.get(k, k) for k in launch.writes} - reads:
-            events.setdefault(key, []).append((launch.index, False))
+            events.setdefault(key, []).append((when, True))
+        for key in {group.get(k, k) for k in write_ids} - reads:
+            events.setdefault(key, []).append((when, False))
 
     def read_after(key: int, index: int) -> bool:
         key = group.get(key, key)

@@ -49,6 +49,7 @@ class LaunchRecorder:
         self.over_budget_at: int | None = None
         self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
         self.seeds: tuple = ()  # the arrays a backward(grads={array: seed}) seeded: each one a loss
+        self.copies: tuple = ()  # (launches before it, src, dest) of each copy on the tape (see note_copies)
         self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
 
     def recorded_func(self, index: int, arrays) -> None:
@@ -103,6 +104,25 @@ class LaunchRecorder:
         launch.pre = found
 
 
+def note_copies(recorder: LaunchRecorder, tape) -> None:
+    """The copies recorded on ``tape`` between its launches (``wp.copy``, ``wp.clone``, ``array.assign``), as
+    (launches before it, src, dest): edges of the data flow the gradient path follows (the Navier-Stokes tutorial
+    joins its time steps with them). Only when the recorder saw every kernel entry of the tape (else positions
+    would not match)."""
+    from gradcheck.probes.warp_compat import recorded_copy, tape_launches
+
+    found, kernels = [], 0
+    for entry in tape_launches(tape):
+        if entry.__class__ is list:
+            kernels += 1
+            continue
+        pair = recorded_copy(entry) if callable(entry) else None
+        if pair is not None:
+            found.append((kernels, pair[1], pair[0]))
+    if kernels == len(recorder.launches):
+        recorder.copies = tuple(found)
+
+
 def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
     """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
     params decide what is tested (see ``gradient_path``): pass them to check_launches."""
@@ -122,6 +142,7 @@ def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool 
     with paused_gc(), intercepted_launches(recorder.before), tape:
         loss = scenario.forward()
     recorder.loss_id = id(loss)
+    note_copies(recorder, tape)
     return recorder, tape, loss
 
 

@@ -233,7 +233,10 @@ class _Test:
         activity, handles = WarpActivity(), []
         node = chosen[0][0].grad_fn
         if node is not None:
-            handles = [node.register_prehook(lambda g: activity.start()), node.register_hook(lambda gi, go: activity.stop())]
+            handles = [
+                node.register_prehook(lambda g: activity.start()),
+                node.register_hook(lambda gi, go: activity.stop()),
+            ]
         wanted = [i for i, needs in enumerate(self.call.needs_grad) if needs]
         try:
             grads = torch.autograd.grad([o for o, _w in chosen], [inputs[i] for i in wanted],
@@ -275,7 +278,9 @@ def _same(a: list, b: list) -> bool:
         if x is None:
             continue
         scale = float(x.abs().max()) if x.numel() else 0.0
-        if x.shape != y.shape or float((x - y).abs().max() if x.numel() else 0.0) > REPEAT_TOLERANCE * max(scale, 1e-30):
+        if x.shape != y.shape or float((x - y).abs().max() if x.numel() else 0.0) > REPEAT_TOLERANCE * max(
+            scale, 1e-30
+        ):
             return False
     return True
 

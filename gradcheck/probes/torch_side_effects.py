@@ -45,7 +45,9 @@ class RandomState:
         moved = []
         if not torch.equal(torch.get_rng_state(), self.cpu):
             moved.append("torch's CPU generator")
-        if self.cuda is not None and any(not torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), self.cuda)):
+        if self.cuda is not None and any(
+            not torch.equal(a, b) for a, b in zip(torch.cuda.get_rng_state_all(), self.cuda)
+        ):
             moved.append("torch's CUDA generator")
         if self.numpy is not None:
             now = sys.modules["numpy"].random.get_state()
