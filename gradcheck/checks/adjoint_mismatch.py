@@ -56,6 +56,12 @@ wp.copy records behind wp.clone and array.assign, which before Warp 1.17 overwro
 tape.record_func backward) have no forward to replay: they are tested for accumulation only, each gradient
 prefilled at random, and named by where they were recorded.
 
+A custom torch.autograd.Function (exec and audit() on a PyTorch program) is tested once, on copies of its first
+call's inputs, against central differences of its own forward: an error when its backward runs Warp (a tape
+backward, adjoint launches) and disagrees (fix its backward); an info, "a possible surrogate gradient", when its
+backward is pure torch (straight-through estimators and gradient reversal are wrong on purpose); no verdict when
+its forward draws random numbers or writes its inputs or other state it reaches (all of it is put back).
+
 Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
 (a struct field, an argument, array.shape) and used after it (NVIDIA/warp#729 family, live on every release so
 far: the finding names the line and the rewrite, a constant bound of at most max_unroll with a guard, or

@@ -140,7 +140,10 @@ class KernelTests:
             for _position, key in recording.selected if recording is not None else ():
                 self._grown.pop(key, None)
             return
-        if not recording.selected or backward is None:
+        if not recording.selected:
+            return
+        if backward is None:  # the backward runs outside the graph, on this tape: its recording is this one
+            self._recordings[id(tape)] = (tape, recording)
             return
         from gradcheck.probes.launch_record import note_copies
 

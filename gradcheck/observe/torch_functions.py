@@ -38,7 +38,7 @@ class FunctionTests:
         """``cls.apply(*args, **kwargs)`` (``run`` calls it): its first call of a kind keeps copies of its inputs."""
         if not self.enabled or self.watch.busy or self.watch.bridge.in_backward or len(self._seen) >= MAX_FUNCTIONS:
             return run()
-        if (cls.__module__ or "").startswith("torch") or not self.watch.own_thread() or _compiling():
+        if (cls.__module__ or "").startswith("torch") or not self._audited_thread() or _transformed():
             return run()
         from gradcheck.probes.torch_function_test import signature
 
@@ -49,6 +49,15 @@ class FunctionTests:
         with self.watch._guard("custom Function: keeping its inputs"):
             call = self._keep(key, cls, args, kwargs)
         return run() if call is None else self._run_first(call, run)
+
+    def _audited_thread(self) -> bool:
+        """The thread the watch audits (the first to call backward; the main thread before any did): asked without
+        making this thread the audited one."""
+        import threading
+
+        audited = self.watch._thread
+        ident = threading.get_ident()
+        return ident == audited if audited is not None else threading.current_thread() is threading.main_thread()
 
     def _keep(self, key, cls, args, kwargs):
         from gradcheck.probes.sites import caller_site
@@ -102,9 +111,13 @@ class FunctionTests:
         return BlameResult(verdicts=ordered, why=WHY, seconds=self.seconds)
 
 
-def _compiling() -> bool:
-    """torch.compile is tracing: its graph must not see gradcheck's bookkeeping."""
+def _transformed() -> bool:
+    """torch.compile is tracing (its graph must not see gradcheck's bookkeeping), or a functorch transform (vmap,
+    grad) runs: its tensors are wrappers that must not escape it."""
     import torch
 
     compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
+    if compiler is not None and getattr(compiler, "is_compiling", lambda: False)():
+        return True
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active is not None and active())

@@ -100,8 +100,11 @@ def _verdict(
         # a split adjoint: the launch's derivative is computed by its consumers' adjoints (Featherstone's
         # Cholesky), or it computes its producers' (the solve's adjoint writes the matrix's adjoint, and
         # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
-        for unit in _units_around(launches, launch):
+        closest = None  # the unit that came closest to agreeing, when none agreed
+        for unit in _candidate_units(launches, launch):
             joint = test_unit(unit, options, rng, read_after, path, tangents, pool)
+            if joint.status == "mismatch" and (closest is None or joint.rel_error < closest[0].rel_error):
+                closest = (joint, unit)
             if joint.status == "ok":
                 partners = [entry for entry in unit if entry is not launch]
                 verdict = replace(
@@ -112,6 +115,8 @@ def _verdict(
                     + f": tested together they agree (rel {joint.rel_error:.2g})",
                 )
                 break
+        else:
+            verdict = _split_not_ruled_out(verdict, closest, options)
     if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
         from gradcheck.probes.custom_adjoints import custom_adjoints
         from gradcheck.probes.kernel_patterns import suspects
@@ -356,6 +361,40 @@ def _read_after(launches: list[Launch], loss_id: int | None, seeds=(), copies=()
         return position < len(history) and history[position][1]
 
     return read_after
+
+
+def _split_not_ruled_out(verdict: LaunchVerdict, closest, options: FDOptions) -> LaunchVerdict:
+    """A launch far off alone that comes within the error band once joined with its neighbours: their adjoints
+    carry part of its derivative (a split adjoint tested along a random direction the program would never take:
+    Newton's mass matrix is symmetric, a random perturbation of it is not), so no verdict, never an error. A wrong
+    adjoint inside the launch stays as wrong in every unit that holds it."""
+    if closest is None or verdict.status != "mismatch" or verdict.rel_error < options.error:
+        return verdict
+    joint, unit = closest
+    if joint.rel_error >= options.error:
+        return verdict
+    partners = ", ".join(f"#{c.index} {c.kernel.key}" for c in unit if c.index != verdict.index)
+    return replace(
+        verdict,
+        status="no-verdict",
+        note=f"it disagrees alone (rel {verdict.rel_error:.2g}) but only by rel {joint.rel_error:.2g} together with "
+        f"{partners}: an adjoint split across them is not ruled out along a random direction",
+    )
+
+
+def _candidate_units(launches: list[Launch], launch: Launch):
+    """The units around the launch (``_units_around``), then those around each of its direct neighbours that hold it:
+    Featherstone's Cholesky (adjoint a no-op) agrees only in the unit that also holds the producers of the solve's
+    other input (the torques) and the integrator after it, which is the solve's unit, not one of its own."""
+    seen = set()
+    neighbours = [*_consumers(launches, [launch]), *reversed(_producers(launches, [launch]))]
+    groups = [_units_around(launches, launch)] + [_units_around(launches, n) for n in neighbours]
+    for group in groups:
+        for unit in group:
+            key = tuple(entry.index for entry in unit)
+            if launch in unit and key not in seen and len(seen) < 3 * MAX_UNITS:
+                seen.add(key)
+                yield unit
 
 
 def _units_around(launches: list[Launch], launch: Launch):
