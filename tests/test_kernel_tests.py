@@ -86,7 +86,10 @@ def test_the_switch_turns_the_test_off_and_the_fast_parser_reads_it(tmp_path):
     assert off.blame is None and adjoint_findings(off) == []
     report = str(tmp_path / "report.json")
     assert cli_in_process("exec", "--output", report, CASES, "--case", "custom-trained").returncode == 1
-    assert cli_in_process("exec", "--no-adjoint-test", "--output", report, CASES, "--case", "custom-trained").returncode == 0
+    assert (
+        cli_in_process("exec", "--no-adjoint-test", "--output", report, CASES, "--case", "custom-trained").returncode
+        == 0
+    )
 
 
 def test_the_report_says_how_many_kernels_were_tested_in_one_line(tmp_path):

@@ -59,7 +59,8 @@ prefilled at random, and named by where they were recorded.
 A custom torch.autograd.Function (exec and audit() on a PyTorch program) is tested once, on copies of its first
 call's inputs, against central differences of its own forward: an error when its backward runs Warp (a tape
 backward, adjoint launches) and disagrees (fix its backward); an info, "a possible surrogate gradient", when its
-backward is pure torch (straight-through estimators and gradient reversal are wrong on purpose); no verdict when
+backward is pure torch or the disagreement has a surrogate's shape (a flat forward: straight-through estimators;
+the derivative reversed: gradient reversal; both wrong on purpose); no verdict when
 its forward draws random numbers or writes its inputs or other state it reaches (all of it is put back).
 
 Common causes: a wrong @wp.func_grad; a value defined before a loop whose trip count is known only at run time
@@ -232,14 +233,15 @@ def _suspected(trace: Trace, blame, kernel: str, verdicts, unsettled, warn: floa
 
 
 def _surrogate(blame, verdict: LaunchVerdict, warn: float) -> Finding:
-    """Info: a custom torch.autograd.Function whose backward runs no Warp disagrees with its own forward: maybe a
-    surrogate gradient, wrong on purpose (a straight-through estimator, gradient reversal)."""
+    """Info: a custom torch.autograd.Function disagrees with its own forward where that may be meant: its backward
+    runs no Warp, or the disagreement is shaped as a surrogate gradient's (a straight-through estimator, gradient
+    reversal)."""
     return Finding(
         check=NAME,
         severity=Severity.INFO,
         subject=launch_label(verdict),
         message=f"the backward of {launch_label(verdict)} disagrees with central differences of its forward "
-        f"(<J^T w, u> {verdict.ad:.6g} vs FD {verdict.fd:.6g}, rel {verdict.rel_error:.3g}) and runs no Warp: a "
+        f"(<J^T w, u> {verdict.ad:.6g} vs FD {verdict.fd:.6g}, rel {verdict.rel_error:.3g}): {verdict.note}; a "
         "possible surrogate gradient (a straight-through estimator, gradient reversal), wrong on purpose; no verdict",
         hint=f"nothing to fix if {verdict.kernel} is meant to pass another gradient than its forward's derivative; "
         "else fix its backward",

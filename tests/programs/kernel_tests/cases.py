@@ -100,7 +100,7 @@ def sq_error(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.a
 def looped(x: wp.array(dtype=float), n: int, y: wp.array(dtype=float)):
     """A loop whose trip count is an argument (tests/test_kernel_tests.py reads its bound, never launches it)."""
     i = wp.tid()
-    acc = float(0.0)
+    acc = float(0.0)  # noqa: UP018 - a dynamic loop cannot mutate a literal constant
     for _k in range(n):
         acc += x[i]
     y[i] = acc
