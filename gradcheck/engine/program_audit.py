@@ -201,6 +201,7 @@ class ProgramAudit:
         from gradcheck.observe.torch_watch import TorchWatch
 
         self.torch = TorchWatch(lambda: self._roots(), cadence=self._cadence, params=_torch_params(self._params))
+        self.torch.functions.enabled = self._adjoint_test  # custom autograd.Functions: the same switch
         self._torch_installed = self.torch.installed()
         self._torch_installed.__enter__()
         if self.observer is not None:

@@ -54,7 +54,19 @@ def merged(torch_result: ScenarioResult, warp_result: ScenarioResult) -> Scenari
         losses=torch_result.losses or warp_result.losses,
         notes=warp_result.notes + torch_result.notes,
         sampling=torch_result.sampling or warp_result.sampling,
+        blame=_both(warp_result.blame, torch_result.blame),
     )
+
+
+def _both(warp: BlameSummary | None, torch: BlameSummary | None) -> BlameSummary | None:
+    """The Warp side's adjoint tests and the torch side's (custom autograd.Functions) as one summary."""
+    if warp is None or torch is None:
+        return warp or torch
+    note = "; ".join(n for n in (warp.note, torch.note) if n) or None
+    return BlameSummary(
+        f"{warp.why}; {torch.why}", warp.skipped and torch.skipped, note, warp.seconds + torch.seconds,
+        warp.kernels + torch.kernels,
+    )  # fmt: skip
 
 
 def _blame_summary(trace: Trace) -> BlameSummary | None:

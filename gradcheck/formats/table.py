@@ -229,7 +229,7 @@ def _blame(console, blame, verbose: bool) -> None:
     if blame.skipped:
         console.print(f"per-launch adjoint test ({blame.why}): not run: {_escape(blame.skipped)}")
         return
-    if blame.why == DEFAULT_ADJOINT_TEST and not verbose and not any(_wrong(k) for k in blame.kernels):
+    if blame.why.startswith(DEFAULT_ADJOINT_TEST) and not verbose and not any(_wrong(k) for k in blame.kernels):
         console.print(_default_test_line(blame))
         return
     launches = sum(k.launches for k in blame.kernels)

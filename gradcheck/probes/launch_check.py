@@ -364,11 +364,12 @@ def _read_after(launches: list[Launch], loss_id: int | None, seeds=(), copies=()
 
 
 def _split_not_ruled_out(verdict: LaunchVerdict, closest, options: FDOptions) -> LaunchVerdict:
-    """A launch far off alone that comes within the error band once joined with its neighbours: their adjoints
-    carry part of its derivative (a split adjoint tested along a random direction the program would never take:
-    Newton's mass matrix is symmetric, a random perturbation of it is not), so no verdict, never an error. A wrong
-    adjoint inside the launch stays as wrong in every unit that holds it."""
-    if closest is None or verdict.status != "mismatch" or verdict.rel_error < options.error:
+    """A launch whose adjoint passes nothing alone (exactly 0: a no-op adjoint, Featherstone's Cholesky) that comes
+    within the error band once joined with its neighbours: their adjoints carry its derivative (a split adjoint
+    tested along a random direction the program would never take: Newton's mass matrix is symmetric, a random
+    perturbation of it is not), so no verdict, never an error. An adjoint that computes something wrong (a
+    forgotten factor) stays an error: a unit agreeing better only dilutes it with its neighbours' inputs."""
+    if closest is None or verdict.status != "mismatch" or verdict.rel_error < options.error or verdict.ad != 0.0:
         return verdict
     joint, unit = closest
     if joint.rel_error >= options.error:
