@@ -347,7 +347,7 @@ def _unrecorded(
 def _zero_adjoint(graph: FlowGraph, key: str, name: str, path, label, arrays) -> ChainBreak | None:
     """Every link is on the tape, with a backward and gradient buffers: the launch whose adjoint passes nothing back
     to the param's side, differentiated alone (from the param toward the loss)."""
-    from gradcheck.probes.kernel_patterns import gradient_stops
+    from gradcheck.probes.gradient_stops import gradient_stops
 
     for edge, a, b in path[:MAX_TESTED]:
         if edge.kind != "launch":

@@ -125,7 +125,7 @@ def _from_source(func, max_unroll: int) -> tuple[Suspect, ...]:
             found.extend(_same_element_ternaries(src))
         found.extend(_with_prefix(_runtime_loop_carried(src, max_unroll), prefix))
         found.extend(_with_prefix(_in_place_overwrites(src), prefix))
-        for name, callee in _called_functions(src):
+        for name, callee in called_functions(src):
             key = getattr(callee, "__code__", callee)
             if key in seen:
                 continue
@@ -376,9 +376,9 @@ def _in_place_overwrites(src: _Source) -> list[Suspect]:
                     Suspect(
                         "IN_PLACE_OVERWRITE",
                         src.where(node),
-                        f"`{_clip(ast.unparse(node))}` overwrites the element of {array} it reads, not additively",
+                        f"`{clip(ast.unparse(node))}` overwrites the element of {array} it reads, not additively",
                         f"write the result to a separate output array ({array}_out[{index}] = "
-                        f"{_clip(ast.unparse(shown))}) and read that downstream",
+                        f"{clip(ast.unparse(shown))}) and read that downstream",
                     )
                 )
         for target in targets:  # keep the aliases current
@@ -426,14 +426,14 @@ def _additive(value: ast.AST, element: tuple[str, str], aliases) -> bool:
     return len(own) == 1 and own[0][1] == 1 and not any(_reads_array(t, element[0], aliases) for t in others)
 
 
-def _clip(text: str, width: int = 80) -> str:
+def clip(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 
 
-def _called_functions(src: _Source) -> list[tuple[str, object]]:
+def called_functions(src: _Source) -> list[tuple[str, object]]:
     """The user ``@wp.func`` functions the body calls: (name as written, the Python function)."""
     out = []
     for node in ast.walk(src.node):
@@ -471,41 +471,3 @@ def _where(kernel, line: int | None) -> str | None:
     except (OSError, TypeError):
         return None
     return f"{path}:{line}"
-
-
-# Builtins that turn a float into a step (Warp gives them no adjoint: ``is_differentiable=False``) and casts to an
-# integer: a value that goes through one carries no gradient. Index arithmetic uses them legitimately, so they are
-# named only for a launch already shown to pass a zero gradient on the chain from a param to the loss.
-_STEP_BUILTINS = ("floor", "ceil", "round", "rint", "trunc", "frac", "sign", "step", "floordiv")
-_INT_CASTS = ("int", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-
-
-def gradient_stops(kernel) -> tuple[tuple[str, str | None], ...]:
-    """(call as written, file:line) of every call in the kernel (and the ``@wp.func`` functions it calls) to a
-    builtin without an adjoint that maps a float to a step, or a cast to an integer type."""
-    func = getattr(kernel, "func", None)
-    if func is None:
-        return ()
-    found: list[tuple[str, str | None]] = []
-    try:
-        _stops(func, found, depth=0)
-    except Exception:  # a diagnosis must never fail on a source it cannot read
-        return tuple(found)
-    return tuple(dict.fromkeys(found))
-
-
-def _stops(func, found: list, depth: int) -> None:
-    src = parse_source(func)
-    if src is None or depth > 4:
-        return
-    for node in ast.walk(src.node):
-        if not isinstance(node, ast.Call):
-            continue
-        name = ast.unparse(node.func).rsplit(".", 1)[-1]
-        target = resolve_name(node.func, src)
-        builtin = name in _STEP_BUILTINS and getattr(target, "is_differentiable", None) is False
-        cast = name in _INT_CASTS and (target is None or isinstance(target, type))
-        if builtin or cast:
-            found.append((_clip(ast.unparse(node)), src.where(node)))
-    for _name, called in _called_functions(src):
-        _stops(called, found, depth + 1)
