@@ -88,8 +88,18 @@ class KernelTests:
         from gradcheck.probes.launch_record import LaunchRecorder
 
         recorder = LaunchRecorder(TEST_BUDGET_BYTES, keep_going=True)
+        self._drop_unfinished()
         self._recordings[id(tape)] = (tape, _Recording(recorder, full=whole))
         self._copied_whole = True
+
+    def _drop_unfinished(self) -> None:
+        """A recording no backward came for (an evaluation forward, a tape recorded and dropped) is let go once
+        another starts, beside the latest (a program may record two tapes before their backwards): its copies
+        freed, its tape not kept alive, the launch switch not held on; its kernels are tried again later."""
+        while len(self._recordings) > 1:
+            _tape, recording = self._recordings.pop(next(iter(self._recordings)))
+            for _position, key in recording.selected:
+                self._grown.pop(key, None)
 
     def before_launch(self, call, tape) -> None:
         entry = self._recordings.get(id(tape))

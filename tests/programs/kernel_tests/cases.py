@@ -8,7 +8,9 @@
 - ``custom-trained``: the same adjoint in a training loop that learns from it: an error;
 - ``straight-through``: a rounding forward (flat) whose @wp.func_grad passes the gradient through, in a training loop:
   a surrogate gradient, an info at most;
-- ``clean-trained``: the @wp.func_grad that is the derivative, in the training loop: silent.
+- ``clean-trained``: the @wp.func_grad that is the derivative, in the training loop: silent;
+- ``eval-first``: two tapes recorded for evaluation and never differentiated, then training: its kernels are still
+  tested (on the training tape), and the dropped recordings are let go.
 """
 
 import argparse
@@ -161,6 +163,17 @@ def main(case: str, iterations: int) -> None:
             wp.launch(apply_cube, dim=n, inputs=[x], outputs=[y])
         tape.backward(grads={y: wp.ones(n, dtype=float)})
         print("x.grad", np.round(x.grad.numpy(), 4))
+    elif case == "eval-first":
+        for _ in range(2):
+            evaluation = wp.Tape()  # recorded, never differentiated
+            with evaluation:
+                wp.launch(square, dim=n, inputs=[x], outputs=[y])
+
+        def forward(loss):
+            wp.launch(square, dim=n, inputs=[x], outputs=[y])
+            wp.launch(total, dim=n, inputs=[y], outputs=[loss])
+
+        train(forward, x, iterations)
     else:
         kernel = {"custom-trained": apply_cube, "straight-through": apply_rounded, "clean-trained": apply_cube_right}
 
@@ -171,7 +184,9 @@ def main(case: str, iterations: int) -> None:
         train(forward, x, iterations)
 
 
-CASES = ("copy", "view", "two-seeds", "custom-one-shot", "custom-trained", "straight-through", "clean-trained")
+CASES = (
+    "copy", "view", "two-seeds", "custom-one-shot", "custom-trained", "straight-through", "clean-trained", "eval-first"
+)  # fmt: skip
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
