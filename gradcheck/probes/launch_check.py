@@ -102,7 +102,7 @@ def _verdict(
         # for a symmetric matrix read in one triangle only its producer's adjoint completes it).
         closest = None  # the unit that came closest to agreeing, when none agreed
         for unit in _candidate_units(launches, launch):
-            joint = test_unit(unit, options, rng, read_after, path, tangents, pool)
+            joint = test_unit(unit, options, rng, read_after, path, tangents, pool, per_input)
             if joint.status == "mismatch" and (closest is None or joint.rel_error < closest[0].rel_error):
                 closest = (joint, unit)
             if joint.status == "ok":
@@ -116,6 +116,8 @@ def _verdict(
                 )
                 break
         else:
+            if tangents is None and closest is not None:  # exec: random directions; the program's own, from the
+                return _along_program_tangent(launches, launch, options, rng, read_after, path, pool, per_input)
             verdict = _split_not_ruled_out(verdict, closest, options)
     if verdict.status in ("mismatch", "assigns", "no-verdict"):  # unsettled ones too: a suspect to name
         from gradcheck.probes.custom_adjoints import custom_adjoints
@@ -361,6 +363,35 @@ def _read_after(launches: list[Launch], loss_id: int | None, seeds=(), copies=()
         return position < len(history) and history[position][1]
 
     return read_after
+
+
+def _along_program_tangent(launches, launch, options, rng, read_after, path, pool, per_input) -> LaunchVerdict:
+    """The launch again, alone and then with its neighbours, along the program's own tangent replayed from the
+    recording (gradcheck.probes.replayed_tangents): a random direction may leave the inputs' structure (a symmetric
+    matrix), the program's tangent does not. Without one: no verdict along the random direction's evidence."""
+    from gradcheck.probes.replayed_tangents import replayed_tangents
+
+    units = list(_candidate_units(launches, launch))
+    wanted = {entry.index for unit in units for entry in unit} | {launch.index}
+    depends, _feeds = path
+    params = [a for entry in launches for a in entry.arrays_in if id(a) in depends and not _written_before(launches, a)]
+    tangents = replayed_tangents(launches, wanted, list({id(a): a for a in params}.values()), rng, pool)
+    if tangents is None:
+        alone = test_unit([launch], options, rng, read_after, path, None, pool, per_input)
+        return replace(alone, status="no-verdict", note="it disagrees alone along a random direction, and the "
+                       "program's own tangent could not be replayed: an adjoint split with its neighbours is not ruled out")  # fmt: skip
+    return _verdict(launches, launch, options, rng, read_after, path, tangents, pool, True, per_input)
+
+
+def _written_before(launches, array) -> bool:
+    """Whether a launch of the recording writes the array before some launch reads it (then it is no leaf)."""
+    key = id(array)
+    for entry in launches:
+        if key in entry.reads:
+            return False
+        if key in entry.writes:
+            return True
+    return False
 
 
 def _split_not_ruled_out(verdict: LaunchVerdict, closest, options: FDOptions) -> LaunchVerdict:

@@ -314,15 +314,19 @@ class _Replay:
         rollouts = _UnitRollouts(lambda delta: weighted(self.forward(delta)))
         judge = Judge(rollouts, weighted(base), options, sigma=F32_EPS * max(magnitude, 1e-30))
 
-        def probe(keys: list):
-            part = {k: direction[k] if k in keys else 0.0 * direction[k] for k in perturbable}
+        def probe(keys: list, along: dict):
+            part = {k: along[k] if k in keys else 0.0 * along[k] for k in perturbable}
             ad = sum(float(np.sum(clean[k] * part[k])) for k in keys)
             return ad, judge.probe("unit", ad, part, 0.0)
 
-        ad, found = probe(perturbable)
-        if per_input and len(perturbable) > 1 and math.isfinite(ad):
-            for key in perturbable:
-                ad_k, alone = probe([key])
+        ad, found = probe(perturbable, direction)
+        if per_input and math.isfinite(ad):
+            # one random direction can cancel a wrong part by chance (Warp 1.16's ternary: the dropped half summed
+            # to 0.2% of the rest); a second one, and each input alone, do not
+            others = [self._direction(perturbable, rng, None)]
+            tries = [(perturbable, d) for d in others] + [([k], direction) for k in perturbable if len(perturbable) > 1]
+            for keys, along in tries:
+                ad_k, alone = probe(keys, along)
                 worse = alone.converged and alone.rel_error > (found.rel_error if found.converged else -1.0)
                 if worse and math.isfinite(ad_k) and alone.rel_error >= options.warn:
                     ad, found = ad_k, alone
