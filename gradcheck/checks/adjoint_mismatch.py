@@ -171,15 +171,21 @@ def _wrong(trace: Trace, blame, kernel: str, verdicts, bad, warn: float, error: 
 def maybe_meant(verdict: LaunchVerdict) -> bool:
     """A disagreement of a hand-written adjoint (@wp.func_grad, a native adjoint snippet) that may be deliberate:
     the program does not train through it (a test of the custom-gradient mechanism, a probe of a Jacobian), or its
-    shape is a surrogate's: the function is flat where the adjoint is not (a straight-through estimator) or the
-    adjoint is the derivative reversed (gradient reversal). A hand-written adjoint a training program learns from,
-    of any other shape, is a bug like Warp's own."""
+    shape is a surrogate's: the function is (nearly) flat where the adjoint is not (a straight-through estimator,
+    also beside a smooth term of the same kernel) or the adjoint points against the derivative (a gradient reversal,
+    of any strength). A hand-written adjoint a training program learns from, of any other shape (a forgotten
+    factor, a dropped term, a zero), is a bug like Warp's own."""
     if verdict.status != "mismatch" or not verdict.custom_adjoint:
         return False
     if verdict.trained is False:
         return True
-    flat = abs(verdict.fd) <= 1e-3 * abs(verdict.ad)
-    reversed_ = abs(verdict.ad + verdict.fd) <= 0.05 * abs(verdict.fd)
+    probes = verdict.probes or ((verdict.ad, verdict.fd),)
+    # a straight-through estimator, alone or beside a smooth term: flat along every probe where the adjoint is not
+    flat = all(abs(fd) <= 0.05 * abs(ad) for ad, fd in probes)
+    # a gradient reversal, of any strength: one negative ratio along every probe (a forgotten factor gives ratios
+    # that differ from probe to probe, of either sign)
+    ratios = [ad / fd for ad, fd in probes if fd != 0.0]
+    reversed_ = len(ratios) == len(probes) >= 2 and all(r < 0 for r in ratios) and max(ratios) <= 0.9 * min(ratios)
     return flat or reversed_
 
 

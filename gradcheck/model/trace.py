@@ -257,6 +257,8 @@ class LaunchVerdict:
     # whether the program trains through the launch (exec: it updates params from their gradients; None: run's
     # scenario params, trained by definition); a hand-written adjoint that disagrees is a bug only then
     trained: bool | None = None
+    # (adjoint, FD) of every settled probe of the test (directions, inputs alone): the disagreement's shape
+    probes: tuple[tuple[float, float], ...] = ()
 
 
 # BlameResult.why of the default adjoint test of exec and audit() (gradcheck.observe.kernel_tests)

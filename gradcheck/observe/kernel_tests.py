@@ -162,6 +162,10 @@ class KernelTests:
         recording.recorder.loss_id = id(loss) if loss is not None else None
         if loss is None and grads:
             recording.recorder.seeds = tuple(grads)
+        elif loss is None:
+            from gradcheck.probes.launch_record import hand_seeded
+
+            recording.recorder.seeds = hand_seeded(recording.recorder)
         self._waiting.append((recording, grads))
 
     def on_backward(self, tape, loss, grads, number: int) -> None:
@@ -178,6 +182,10 @@ class KernelTests:
         recording.recorder.loss_id = id(loss) if loss is not None else None
         if recording.recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded outputs
             recording.recorder.seeds = tuple(grads)
+        elif loss is None:  # tape.backward() after seeding some .grad by hand
+            from gradcheck.probes.launch_record import hand_seeded
+
+            recording.recorder.seeds = hand_seeded(recording.recorder)
         self._pending.append((recording, grads))
 
     def settle(self, params) -> None:
@@ -254,8 +262,9 @@ class KernelTests:
             verdicts = check_selected(
                 recorder, list(params or recording_leaves(recorder)), FDOptions(), positions, whole
             )
+        trained = bool(params) or _moved(recorder)  # the program updates params from their gradients
         for (_position, key), verdict in zip(recording.selected, verdicts):
-            verdict = replace(verdict, trained=bool(params))  # the program updates params from their gradients
+            verdict = replace(verdict, trained=trained)
             self._decide(key, verdict, whole, recorder)
 
     def _decide(self, key, verdict: LaunchVerdict, whole: bool, recorder) -> None:
@@ -272,6 +281,23 @@ class KernelTests:
             if self._tries[key] < RETRIES:
                 self._grown.pop(key, None)  # its next launch is tried
         self.verdicts[key] = verdict
+
+
+def _moved(recorder) -> bool:
+    """Whether the program moved a leaf of the recording (an array with a gradient read before anything wrote it)
+    since the recording read it, by any means (a kernel, ``w.assign(w.numpy() - lr * w.grad.numpy())``, torch): it
+    trains through the recording. A test of a mechanism, a Jacobian probe, leave their inputs as they were."""
+    from gradcheck.observe.blame_watch import recording_leaves
+    from gradcheck.probes.launch_record import bytes_crc
+
+    for leaf in recording_leaves(recorder):
+        for launch in recorder.launches:
+            copy = launch.pre.get(id(leaf))
+            if copy is not None:
+                if bytes_crc(copy) != bytes_crc(leaf):
+                    return True
+                break
+    return False
 
 
 def _has_neighbours(recorder, index: int) -> bool:

@@ -35,6 +35,7 @@ class Launch:
     writes: frozenset = frozenset()  # ids of arrays_out
     captured: bool = False  # made while a CUDA graph was being captured: nothing could be copied
     access_known: bool = False  # the kernel's source says which inputs it writes (in writes): no others change
+    accumulates: frozenset = frozenset()  # ids of arrays it only adds to (``a[i] += v``, atomic_add): never stores
 
 
 class LaunchRecorder:
@@ -70,6 +71,7 @@ class LaunchRecorder:
         written = _inputs_written(kernel, inputs)
         launch.access_known = written is not None
         launch.writes = frozenset(map(id, launch.arrays_out + leaves(written or [])))
+        launch.accumulates = _accumulated(kernel, list(inputs) + list(outputs)) if written is not None else frozenset()
         launch.where = options.get("where")  # the caller of wp.launch
         if capturing():  # a copy now would be recorded into the program's graph, not made
             launch.captured = True
@@ -85,7 +87,7 @@ class LaunchRecorder:
         values = launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out
         found, fresh = {}, {}
         for value in values:
-            fp = _bytes_crc(value)
+            fp = bytes_crc(value)
             known = self.latest.get(id(value))
             if known is None or known[0] != fp:
                 fresh[id(value)] = (value, fp)
@@ -121,6 +123,31 @@ def note_copies(recorder: LaunchRecorder, tape) -> None:
             found.append((kernels, pair[1], pair[0]))
     if kernels == len(recorder.launches):
         recorder.copies = tuple(found)
+
+
+def hand_seeded(recorder: LaunchRecorder) -> tuple:
+    """The arrays the recording wrote whose ``.grad`` holds something before a backward with neither a loss nor
+    ``grads=``: the program seeded them by hand (``rollout_costs.grad.fill_(1.0)``), so they are its losses. Read
+    once, before that backward runs. None holds anything (the seeding is inside a captured graph, Newton's drone
+    example): the arrays the recording writes and nothing in it reads afterwards, its outputs."""
+    import numpy as np
+
+    found = {}
+    for launch in recorder.launches:
+        for array in launch.arrays_out:
+            grad = getattr(array, "grad", None)
+            if grad is not None and id(array) not in found and np.any(grad.numpy()):
+                found[id(array)] = array
+    if found:
+        return tuple(found.values())
+    # seeded where Python cannot see it (inside a captured graph): the arrays written that nothing later reads
+    sinks, read_later = {}, set()
+    for launch in reversed(recorder.launches):
+        for array in launch.arrays_out:
+            if id(array) not in read_later and getattr(array, "requires_grad", False):
+                sinks.setdefault(id(array), array)
+        read_later |= launch.reads
+    return tuple(sinks.values())
 
 
 def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
@@ -212,7 +239,22 @@ def _inputs_written(kernel, inputs) -> list | None:
     return [value for name, value in zip(kernel_argument_names(kernel), inputs) if name in access.writes]
 
 
-def _bytes_crc(array) -> int:
+def _accumulated(kernel, values) -> frozenset:
+    """Ids of the plain array arguments the kernel writes only by accumulating (``a[i] += v``, ``wp.atomic_add``):
+    a value an earlier launch left there flows on through them (Newton's force kernels add into one ``body_f``)."""
+    from gradcheck.probes.launch_values import is_plain_array
+    from gradcheck.probes.warp_compat import argument_access, kernel_argument_names
+
+    access = argument_access(kernel)
+    names = kernel_argument_names(kernel)
+    return frozenset(
+        id(value)
+        for name, value in zip(names, values)
+        if name in access.writes and name not in access.stores and is_plain_array(value)
+    )
+
+
+def bytes_crc(array) -> int:
     """CRC of the array's bytes: a changed byte is a new copy (-0.0 over 0.0 too: one copy more, never one less).
     On the CPU a view of the memory, no copy: the recorder asks before every launch of every argument."""
     import zlib

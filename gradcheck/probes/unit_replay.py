@@ -320,6 +320,7 @@ class _Replay:
             return ad, judge.probe("unit", ad, part, 0.0)
 
         ad, found = probe(perturbable, direction)
+        pairs = [(ad, found.fd)] if found.converged else []  # (adjoint, FD) of every settled probe: its shape
         if per_input and math.isfinite(ad):
             # one random direction can cancel a wrong part by chance (Warp 1.16's ternary: the dropped half summed
             # to 0.2% of the rest); a second one, and each input alone, do not
@@ -327,27 +328,30 @@ class _Replay:
             tries = [(perturbable, d) for d in others] + [([k], direction) for k in perturbable if len(perturbable) > 1]
             for keys, along in tries:
                 ad_k, alone = probe(keys, along)
+                if alone.converged:
+                    pairs.append((ad_k, alone.fd))
                 worse = alone.converged and alone.rel_error > (found.rel_error if found.converged else -1.0)
                 if worse and math.isfinite(ad_k) and alone.rel_error >= options.warn:
                     ad, found = ad_k, alone
         index, key, where = _label(unit)
         fields = (found.rel_error, ad, found.fd, rollouts.count)
+        shape = {"probes": tuple(pairs)}
         if pure and _overwrites(clean, prefill, filled, pure):
             note = "its adjoint overwrites the input gradients instead of adding to them"
-            return LaunchVerdict(index, key, where, "assigns", *fields, note=note)
+            return LaunchVerdict(index, key, where, "assigns", *fields, note=note, **shape)
         if not math.isfinite(ad):  # an infinite derivative (a cusp) or NaN: nonfinite's to report, not a mismatch
             return LaunchVerdict(index, key, where, "no-verdict", *fields, note="its adjoint is not finite here")
         if not found.converged:
-            return LaunchVerdict(index, key, where, "no-verdict", *fields)
+            return LaunchVerdict(index, key, where, "no-verdict", *fields, **shape)
         if found.rel_error < options.warn:
-            return LaunchVerdict(index, key, where, "ok", *fields)
+            return LaunchVerdict(index, key, where, "ok", *fields, **shape)
         note = (
             f"it updates {_names(unit, self.in_place)} in place, and Warp's backward replays the kernel with the "
             "overwritten values"
             if self.in_place
             else None
         )
-        return LaunchVerdict(index, key, where, "mismatch", *fields, note=note)
+        return LaunchVerdict(index, key, where, "mismatch", *fields, note=note, **shape)
 
     def _direction(self, perturbable: list, rng, tangents) -> dict:
         """The program's tangent of the inputs when it reaches them, else a random one scaled per array; of the

@@ -35,6 +35,9 @@ class ArgumentAccess:
     reads: frozenset[str]
     writes: frozenset[str]
     known: bool = True  # False: the source could not be analysed; every argument counts as read and written
+    # written by a plain store somewhere (``a[i] = v``, ``a[i].x = v``); the other written ones only accumulate
+    # (``a[i] += v``, ``wp.atomic_add``): what was there before flows on
+    stores: frozenset[str] = frozenset()
 
     def reads_value(self, name: str) -> bool:
         return not self.known or name in self.reads
@@ -66,8 +69,9 @@ def _analyse(kernel) -> ArgumentAccess:
     if function is None:
         return ArgumentAccess(frozenset(), frozenset(), known=False)
     scope = getattr(getattr(kernel, "func", None), "__globals__", {}) or {}
-    reads, writes = _Visitor(set(names), scope, 0).run(function)
-    return ArgumentAccess(frozenset(reads), frozenset(writes))
+    visitor = _Visitor(set(names), scope, 0)
+    reads, writes = visitor.run(function)
+    return ArgumentAccess(frozenset(reads), frozenset(writes), stores=frozenset(visitor.stores))
 
 
 def _function_def(tree):
@@ -84,6 +88,7 @@ class _Visitor:
         self.names, self.scope, self.depth = names, scope, depth
         self.reads: set[str] = set()
         self.writes: set[str] = set()
+        self.stores: set[str] = set()
 
     def run(self, function: ast.FunctionDef) -> tuple[set[str], set[str]]:
         for statement in function.body:
@@ -122,6 +127,8 @@ class _Visitor:
             self.index(node)
             if root is not None:
                 self.writes.add(root)  # a[i] = v stores; a[i] += v is an atomic add in Warp: neither reads a
+                if not augmented:
+                    self.stores.add(root)
                 if not isinstance(node.value, ast.Name) and not _plain_path(node.value):
                     self.reads.add(root)
             else:
@@ -132,6 +139,7 @@ class _Visitor:
             if root is not None:
                 self.reads.add(root)
                 self.writes.add(root)
+                self.stores.add(root)
             self.expr(node.value)
             return
         # a plain local name: nothing to record
@@ -225,6 +233,8 @@ class _Visitor:
                 self.reads.add(root)
             if parameter in inner.writes:
                 self.writes.add(root)
+            if parameter in inner.stores:
+                self.stores.add(root)
         for parameter, value in bound.items():
             if parameter not in passed:
                 self.expr(value)
@@ -255,6 +265,7 @@ class _Visitor:
     def unknown(self, name: str) -> None:
         self.reads.add(name)
         self.writes.add(name)
+        self.stores.add(name)
 
 
 def _plain_path(node) -> bool:

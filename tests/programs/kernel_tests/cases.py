@@ -9,6 +9,14 @@
 - ``straight-through``: a rounding forward (flat) whose @wp.func_grad passes the gradient through, in a training loop:
   a surrogate gradient, an info at most;
 - ``clean-trained``: the @wp.func_grad that is the derivative, in the training loop: silent;
+- ``flat-float32``: a world offset of 1e6 added to a local 1e-3 and cancelled (``(big + x) - big``): right in real
+  arithmetic, flat in float32, so central differences of the launch see nothing where the adjoint does: no verdict;
+- ``ste-plus-reg``, ``reversal``: surrogates a training loop learns from (a straight-through rounding beside a smooth
+  regulariser in one kernel; a gradient reversal scaled by 0.1): an info at most;
+- ``host-trained``: the wrong @wp.func_grad of ``custom-trained``, the params updated on the host
+  (``x.assign(x.numpy() - lr * x.grad.numpy())``): trained all the same, an error;
+- ``accumulate``: two launches adding into one output (``acc[i] += ...``), then the loss: both tested;
+- ``hand-seeded``: ``y.grad.fill_(1.0)`` then ``tape.backward()`` with no loss: the seeded array is the loss;
 - ``eval-first``: two tapes recorded for evaluation and never differentiated, then training: its kernels are still
   tested (on the training tape), and the dropped recordings are let go.
 """
@@ -98,6 +106,41 @@ def sq_error(y: wp.array(dtype=float), target: wp.array(dtype=float), loss: wp.a
     wp.atomic_add(loss, 0, d * d)
 
 
+@wp.func
+def reverse(x: float):
+    return x
+
+
+@wp.func_grad(reverse)
+def adj_reverse(x: float, adj_ret: float):
+    wp.adjoint[x] += -0.1 * adj_ret  # gradient reversal, scaled
+
+
+@wp.kernel
+def offset_cancelled(x: wp.array(dtype=float), big: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    p = big + x[i]
+    y[i] = (p - big) * 1.0e3 + x[i] * big * 1.0e-6
+
+
+@wp.kernel
+def ste_plus_reg(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = rounded(x[i]) + 0.01 * x[i] * x[i]
+
+
+@wp.kernel
+def apply_reverse(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = reverse(x[i])
+
+
+@wp.kernel
+def accumulate(x: wp.array(dtype=float), s: float, acc: wp.array(dtype=float)):
+    i = wp.tid()
+    acc[i] += s * x[i] * x[i]
+
+
 @wp.kernel
 def looped(x: wp.array(dtype=float), n: int, y: wp.array(dtype=float)):
     """A loop whose trip count is an argument (tests/test_kernel_tests.py reads its bound, never launches it)."""
@@ -114,14 +157,17 @@ def sgd(x: wp.array(dtype=float), g: wp.array(dtype=float), lr: float):
     x[i] = x[i] - lr * g[i]
 
 
-def train(forward, x, iterations: int, lr: float = 0.01) -> None:
+def train(forward, x, iterations: int, lr: float = 0.01, on_host: bool = False) -> None:
     for _ in range(iterations):
         loss = wp.zeros(1, dtype=float, requires_grad=True)
         tape = wp.Tape()
         with tape:
             forward(loss)
         tape.backward(loss)
-        wp.launch(sgd, dim=x.size, inputs=[x, x.grad, lr])
+        if on_host:
+            x.assign(x.numpy() - lr * x.grad.numpy())
+        else:
+            wp.launch(sgd, dim=x.size, inputs=[x, x.grad, lr])
         print(f"loss {loss.numpy()[0]:.6f}")
         tape.zero()
 
@@ -163,6 +209,31 @@ def main(case: str, iterations: int) -> None:
             wp.launch(apply_cube, dim=n, inputs=[x], outputs=[y])
         tape.backward(grads={y: wp.ones(n, dtype=float)})
         print("x.grad", np.round(x.grad.numpy(), 4))
+    elif case == "flat-float32":
+        x.assign(np.linspace(1e-3, 2e-3, n).astype(np.float32))
+
+        def forward(loss):
+            wp.launch(offset_cancelled, dim=n, inputs=[x, 1.0e6], outputs=[y])
+            wp.launch(total, dim=n, inputs=[y], outputs=[loss])
+
+        train(forward, x, iterations, lr=1e-9)
+    elif case == "accumulate":
+        acc = wp.zeros(n, dtype=float, requires_grad=True)
+
+        def forward(loss):
+            acc.zero_()
+            wp.launch(accumulate, dim=n, inputs=[x, 1.0], outputs=[acc])
+            wp.launch(accumulate, dim=n, inputs=[x, 2.0], outputs=[acc])
+            wp.launch(total, dim=n, inputs=[acc], outputs=[loss])
+
+        train(forward, x, iterations)
+    elif case == "hand-seeded":
+        tape = wp.Tape()
+        with tape:
+            wp.launch(sine, dim=n, inputs=[x], outputs=[y])
+        y.grad.fill_(1.0)
+        tape.backward()
+        print("x.grad", np.round(x.grad.numpy(), 4))
     elif case == "eval-first":
         for _ in range(2):
             evaluation = wp.Tape()  # recorded, never differentiated
@@ -175,17 +246,21 @@ def main(case: str, iterations: int) -> None:
 
         train(forward, x, iterations)
     else:
-        kernel = {"custom-trained": apply_cube, "straight-through": apply_rounded, "clean-trained": apply_cube_right}
+        kernel = {
+            "custom-trained": apply_cube, "host-trained": apply_cube, "straight-through": apply_rounded,
+            "clean-trained": apply_cube_right, "ste-plus-reg": ste_plus_reg, "reversal": apply_reverse,
+        }  # fmt: skip
 
         def forward(loss):
             wp.launch(kernel[case], dim=n, inputs=[x], outputs=[y])
             wp.launch(sq_error, dim=n, inputs=[y, target], outputs=[loss])
 
-        train(forward, x, iterations)
+        train(forward, x, iterations, on_host=case == "host-trained")
 
 
 CASES = (
-    "copy", "view", "two-seeds", "custom-one-shot", "custom-trained", "straight-through", "clean-trained", "eval-first"
+    "copy", "view", "two-seeds", "custom-one-shot", "custom-trained", "straight-through", "clean-trained", "eval-first",
+    "flat-float32", "ste-plus-reg", "reversal", "host-trained", "accumulate", "hand-seeded",
 )  # fmt: skip
 
 if __name__ == "__main__":
