@@ -7,21 +7,26 @@ at run time; softmax, normalisation, pooling and convolution loops over run-time
 package in ``.venv-thirdparty`` (the Makefile's ``THIRDPARTY_PACKAGES``); the Accelerated Computing Hub's
 differentiable Navier-Stokes solvers (tile FFTs; a ``@wp.struct`` groups the FFT scratch arrays on the Python side,
 its fields, not the struct, are the kernels' arguments) are vendored, unmodified,
-in tests/corpus/autodiff/acc_hub_navier_stokes/. The drivers in tests/programs/autodiff_corpus/ only choose sizes,
+in tests/corpus/autodiff/acc_hub_navier_stokes/. warpSPHCore's SPH density operator (pinned package too) passes a
+``@wp.struct`` instance (the particles' arrays as fields) to the kernel it differentiates through its own ``wp.Tape``
+inside a ``torch.autograd.Function``, so it runs on the PyTorch lane's interpreter (``Program.interpreter``; skipped
+where ``make test-torch`` has not created it). The drivers in tests/programs/autodiff_corpus/ only choose sizes,
 steps and the CPU.
 
 Each program runs under plain ``python`` and under ``gradcheck exec --format json --output FILE`` (whose default
 adjoint test replays the first launch of each kernel): exit status and stdout must be the same (the drivers print
 the trained parameters' sums) and the warning/error findings exactly those signed below. Triage (warp-nn 0.4.1,
-warp-lang 1.19): nothing true in any program, and the finite-difference checks agree (every direction, see
-``test_corpus_gradient_agrees_with_central_differences``), so any warning or error here is false.
+warp-lang 1.19): nothing true in warp-nn's or the hub's programs, one true warning in warpSPHCore's (its torch bridge
+zeroes the gradient torch hands it, see its entry), and the finite-difference checks agree (every direction, see
+``test_corpus_gradient_agrees_with_central_differences``), so any other warning or error here is false.
 ``GRADCHECK_CORPUS_BLAME=1`` adds ``--blame`` (every launch of backward 1: the preview of the default adjoint test).
 
 Silence counts only where kernels were tested: ``test_corpus_default_adjoint_test_covers_the_gradient_path`` requires
 every kernel on each program's gradient path (read from its code, ``Program.gradient_path``) to have been tested.
-The two Navier-Stokes solvers fail it today, on purpose (nothing here is xfail): their RK steps are joined by
+Every program passes it (nothing here is xfail), the two Navier-Stokes solvers included: their RK steps are joined by
 ``wp.copy``, which the tape records as a ``record_func`` entry, not a launch, and the adjoint test's gradient path
-(gradcheck.probes.launch_check.gradient_path) follows launches only, so every kernel falls off it.
+(gradcheck.probes.launch_check.gradient_path) follows those copies' edges, so their kernels stay on it; a regression
+that loses them fails here.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ PROGRAMS_DIR = TESTS / "programs" / "autodiff_corpus"
 FD_CHECK = PROGRAMS_DIR / "fd_checks" / "fd_check.py"
 THIRDPARTY = Path(os.environ.get("GRADCHECK_THIRDPARTY", ROOT / ".venv-thirdparty"))
 ACC_HUB = TESTS / "corpus" / "autodiff" / "acc_hub_navier_stokes"
+# the PyTorch lane's interpreter (make test-torch), gradcheck installed in it
+TORCH_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 BLAME = os.environ.get("GRADCHECK_CORPUS_BLAME", "") not in ("", "0")
 
 
@@ -61,6 +68,8 @@ class Program:
     # (warp-nn's layer factories all name theirs ``_create_kernels__locals__kernel``): the default adjoint test must
     # test them (any status but not-checked)
     gradient_path: tuple[tuple[str, int], ...] = ()
+    # the Python that runs it (plain and ``-m gradcheck exec``) when not this one: the PyTorch lane's for torch programs
+    interpreter: Path | None = None
 
 
 def _wnn(name: str, *path: str) -> Program:
@@ -147,6 +156,22 @@ PROGRAMS = [
             )
         ),
     ),
+    # warpSPHCore's density operator: a particleDataSoA_2 @wp.struct INSTANCE (positions, masses, ... as fields) is
+    # the kernel's query and reference argument inside the package's own wp.Tape, run from torch's backward by its
+    # StateAwareWarpFunction; the neighbour loop's trip count is read at run time. FD agrees (positions and masses).
+    Program(
+        "wsph-density",
+        PROGRAMS_DIR / "wsph_density.py",
+        (THIRDPARTY,),
+        ("warpSPHCore",),
+        # TRUE (latent here: the driver's loss gives each operator output its own gradient tensor): backward seeds
+        # the tape with a zero-copy view of grad_output and ends with tape.zero(), which zeroes grad_output in place,
+        # so where torch hands one tensor to two nodes the later one gets zeros: loss ((r1 + r2) * w).sum() over two
+        # density calls gives the first call's masses a zero gradient, (r1 * w).sum() + (r2 * w).sum() does not
+        true=(("torch-bridge", "warning", r"StateAwareWarpFunction\.backward"),),
+        gradient_path=(("computeSPHDensity_Kernel", 1),),
+        interpreter=TORCH_PYTHON,
+    ),
 ]
 
 
@@ -160,6 +185,8 @@ def _missing(program: Program) -> str | None:
     import importlib.machinery
     import importlib.util
 
+    if program.interpreter is not None and not program.interpreter.exists():
+        return f"{program.id} runs on {program.interpreter} (make test-torch creates it)"
     for module in program.needs:
         if importlib.machinery.PathFinder.find_spec(module, [str(p) for p in program.path]) is None and (
             importlib.util.find_spec(module) is None
@@ -173,7 +200,7 @@ def _python(program: Program, argv: list[str], cwd: Path) -> tuple[subprocess.Co
     env.pop("FORCE_COLOR", None)
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, *argv],
+        [str(program.interpreter or sys.executable), *argv],
         capture_output=True,
         text=True,
         cwd=str(cwd),
@@ -205,19 +232,11 @@ def _runs(program: Program, tmp_path_factory) -> Runs:
     report_file = base / "report.json"
     plain, t_plain = _python(program, [str(program.script)], cwd)
     started = time.perf_counter()
-    options = ["--blame"] if BLAME else []
-    audited = cli(
-        "exec",
-        *options,
-        "--format",
-        "json",
-        "--output",
-        str(report_file),
-        str(program.script),
-        env=_env(program),
-        cwd=cwd,
-        timeout=TIMEOUT,
-    )
+    exec_args = ["exec", *(["--blame"] if BLAME else []), "--format", "json", "--output", str(report_file)]
+    if program.interpreter is None:
+        audited = cli(*exec_args, str(program.script), env=_env(program), cwd=cwd, timeout=TIMEOUT)
+    else:  # the same CLI, from the program's own interpreter (gradcheck is installed there too)
+        audited, _ = _python(program, ["-m", "gradcheck", *exec_args, str(program.script)], cwd)
     t_exec = time.perf_counter() - started
     print(
         f"\n[autodiff-corpus] {program.id}: python {t_plain:.1f} s, exec{' --blame' if BLAME else ''} "

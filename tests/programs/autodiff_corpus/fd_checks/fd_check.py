@@ -65,6 +65,22 @@ def _program(name: str):
             return grads
 
         return params, loss, backward
+    if name.startswith("wsph_"):  # warpSPHCore: torch leaves, the Warp tape runs inside torch's backward
+        import torch
+
+        params, loss_fn = module.build()
+
+        def loss():
+            with torch.no_grad():
+                return float(loss_fn().item())
+
+        def backward():
+            for p in params:
+                p.grad = None
+            loss_fn().backward()
+            return [p.grad.numpy().astype(np.float64).copy() for p in params]
+
+        return [p.detach() for p in params], loss, backward  # detached CPU tensors: .numpy() views share storage
     raise SystemExit(f"fd_check: no adapter for program {name!r}")
 
 
