@@ -5,6 +5,7 @@ that fixed it, and silent on every other release."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import TESTS
 
 from gradcheck.model import known_bugs
@@ -20,6 +21,8 @@ def test_the_ternary_bug_is_named_where_it_is_live_and_silent_elsewhere():
     from gradcheck.engine.program_audit import audit_program
 
     result, run = audit_program(PROGRAM, [])
+    if run.status and "IfExp` not supported" in (run.error or ""):
+        pytest.skip(f"Warp {wp.config.version} has no conditional expressions in kernels")
     assert run.status in (None, 0), run.error
     loud = [f for f in result.findings if f.severity >= Severity.WARNING]
     if known_bugs.TERNARY_SAME_ELEMENT.affects(wp.config.version):
