@@ -41,7 +41,7 @@ test: $(STAMP)
 THIRDPARTY := .venv-thirdparty
 THIRDPARTY_PACKAGES ?= skrl==2.1.1 warp-nn==0.4.1 gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 \
 	tqdm==4.70.1 tensorboard==2.21.0 tensorboard-data-server==0.7.2 protobuf==7.36.2 absl-py==2.5.1 markdown==3.11.3 \
-	werkzeug==3.1.9 markupsafe==3.0.4 scipy==1.17.1 warpsphcore==0.6.0
+	werkzeug==3.1.9 markupsafe==3.0.4 scipy==1.17.1 warpsphcore==0.6.0 warp-jsb==0.1.0
 
 $(THIRDPARTY)/.installed: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target $(THIRDPARTY) $(THIRDPARTY_PACKAGES)

@@ -10,8 +10,10 @@ its fields, not the struct, are the kernels' arguments) are vendored, unmodified
 in tests/corpus/autodiff/acc_hub_navier_stokes/. warpSPHCore's SPH density operator (pinned package too) passes a
 ``@wp.struct`` instance (the particles' arrays as fields) to the kernel it differentiates through its own ``wp.Tape``
 inside a ``torch.autograd.Function``, so it runs on the PyTorch lane's interpreter (``Program.interpreter``; skipped
-where ``make test-torch`` has not created it). The drivers in tests/programs/autodiff_corpus/ only choose sizes,
-steps and the CPU.
+where ``make test-torch`` has not created it). warp-jsb's flight model (pinned) passes its ``AeroModelHandles``
+struct instance to the RK4 step; the package differentiates nothing itself and integrates in place, so that driver
+writes the RK4 step out of place around the package's own ``compute_full_dynamics_derivative`` (its docstring says
+so). The other drivers in tests/programs/autodiff_corpus/ only choose sizes, steps and the CPU.
 
 Each program runs under plain ``python`` and under ``gradcheck exec --format json --output FILE`` (whose default
 adjoint test replays the first launch of each kernel): exit status and stdout must be the same (the drivers print
@@ -171,6 +173,16 @@ PROGRAMS = [
         true=(("torch-bridge", "warning", r"StateAwareWarpFunction\.backward"),),
         gradient_path=(("computeSPHDensity_Kernel", 1),),
         interpreter=TORCH_PYTHON,
+    ),
+    # warp-jsb's flight model: the AeroModelHandles @wp.struct INSTANCE (26 lookup tables as fields, two of them
+    # fitted) is an argument of rk4_step, which calls the package's compute_full_dynamics_derivative 4 times per step
+    # on arrays of AircraftState structs; the contact loop's trip count is len(contacts) (0: airborne). FD agrees.
+    Program(
+        "jsb-prop-tables",
+        PROGRAMS_DIR / "jsb_prop_tables.py",
+        (THIRDPARTY,),
+        ("warp_jsb",),
+        gradient_path=(("rk4_step", 1), ("trajectory_misfit", 1)),
     ),
 ]
 

@@ -65,6 +65,22 @@ def _program(name: str):
             return grads
 
         return params, loss, backward
+    if name.startswith("jsb_"):  # warp-jsb: params are fields of the AeroModelHandles struct the kernel takes
+        _handles, params, forward = module.build()
+
+        def loss():
+            return float(forward().numpy()[0])
+
+        def backward():
+            tape = wp.Tape()
+            with tape:
+                out = forward()
+            tape.backward(out)
+            grads = [p.grad.numpy().astype(np.float64).copy() for p in params]
+            tape.zero()
+            return grads
+
+        return params, loss, backward
     if name.startswith("wsph_"):  # warpSPHCore: torch leaves, the Warp tape runs inside torch's backward
         import torch
 
