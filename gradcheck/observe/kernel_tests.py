@@ -289,8 +289,11 @@ def _moved(recorder) -> bool:
     trains through the recording. A test of a mechanism, a Jacobian probe, leave their inputs as they were."""
     from gradcheck.observe.blame_watch import recording_leaves
     from gradcheck.probes.launch_record import bytes_crc
+    from gradcheck.probes.liveness import readable
 
     for leaf in recording_leaves(recorder):
+        if not readable(leaf):  # memory the program may have freed is never read
+            continue
         for launch in recorder.launches:
             copy = launch.pre.get(id(leaf))
             if copy is not None:

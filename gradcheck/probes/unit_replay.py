@@ -121,6 +121,11 @@ def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
     for launch in unit:
         if launch.captured:
             return "launched during graph capture: its inputs cannot be copied then (check it on a run without capture)"
+        if any(_holds_pointers(a) for a in launch.arrays_in + launch.arrays_out):
+            return (
+                "it takes an array of structs with array fields: their pointers lead into the program's memory (a "
+                "replay would read and write it, maybe freed), not to private copies"
+            )
         if not module_current(launch.kernel, launch.options["device"]):
             return "its module changed since it ran (kernels defined in it since): not rebuilt on the program's behalf"
         if not launch.pre and (launch.arrays_in or launch.arrays_out):
@@ -429,6 +434,21 @@ def _launch_options(launch: Launch) -> dict:
     if launch.options.get("block_dim") and launch_accepts("block_dim"):
         options["block_dim"] = launch.options["block_dim"]
     return options
+
+
+def _holds_pointers(array) -> bool:
+    """An array of structs whose records hold arrays (nested records: a pointer, a shape): copying its bytes copies
+    the pointers, not what they point at."""
+    dtype = getattr(array, "dtype", None)
+    if dtype is None or not hasattr(dtype, "vars"):
+        return False
+    import numpy as np
+
+    try:
+        record = np.dtype(dtype.numpy_dtype())  # from the struct's type: the program's memory is not read
+    except Exception:  # noqa: BLE001 - another Warp's layout: not replayed by this rule
+        return False
+    return any(record[name].names is not None for name in record.names or ())
 
 
 def _raw(array) -> int:
