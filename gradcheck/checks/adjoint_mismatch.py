@@ -33,7 +33,11 @@ iterate more than once; --no-adjoint-test: off), with `exec --blame` on every la
 `gradcheck run`, by itself when fd-mismatch finds a converged disagreement (to name the launch responsible), or
 always with --blame always (also `gradcheck blame SPEC`). An error needs a converged disagreement (three agreeing
 steps above float32 noise, not at a detected kink); under exec's default test a launch that fails alone is an
-error only once tested with its neighbours (a split adjoint ruled out), else no verdict. Only inputs whose values depend on the params and
+error only once tested with its neighbours (a split adjoint ruled out), else no verdict. A launch flat in float32
+where Warp's own adjoint is not (rounding of an intermediate value: a large offset cancelled) is no verdict. A
+hand-written adjoint (@wp.func_grad, a native adjoint snippet) that disagrees is an error only where the program
+trains through it and the disagreement is not a surrogate's shape (flat where the adjoint is not: a straight-through
+estimator; a constant negative ratio: a gradient reversal); otherwise an info naming the function. Only inputs whose values depend on the params and
 outputs the loss depends on are tested: derivatives no gradient flows through are not the program's business.
 
 A suspect (info): when fd-mismatch found the program's gradient wrong and no launch disagrees, a launch whose own
