@@ -74,13 +74,15 @@ PROGRAMS = [
     # its _entropy kernel wp.atomic_adds into it, so the entropy, and the loss, start from whatever the allocator
     # hands back: the loss read -2.07e16 on most backwards and NaN on others in plain python. The gradients are
     # right (the adjoint of the sum never sees the initial value), as the finding says; it fires only when the
-    # bytes spell NaN, which depends on the allocations before (gradcheck's included).
+    # bytes spell NaN, which depends on the allocations before (gradcheck's included). MAY too, the same bug seen
+    # from the other side: when the bytes spell a huge number (loss -1.6e13 .. -1.7e23 in one CI run), every
+    # gradient is below float32's resolution against that loss, and vanishing says the loss cannot see the params.
     Program(
         "skrl-ppo-vec-entropy",
         "skrl_ppo_pendulum.py",
         ("--num-envs", "4", "--entropy-scale", "0.01"),
         SKRL,
-        may=(("nonfinite", "error", r"^loss$"),),
+        may=(("nonfinite", "error", r"^loss$"), ("vanishing", "warning", r"\.grad$")),
     ),
     # KL early stopping: a mini-batch whose KL divergence passes 0.01 ends its epoch after its tape was recorded and
     # before any backward (24 of the 48 mini-batches run backward); the dropped tape is deliberate. Nothing true.
