@@ -27,7 +27,16 @@ EXAMPLES = {
     "ball": ([*NEWTON, "diffsim_ball", "--viewer", "null", "--device", "cpu", "--num-frames", "38"], ()),
     "cloth": ([*NEWTON, "diffsim_cloth", "--viewer", "null", "--device", "cpu", "--num-frames", "122"], ()),
 }
-WNN = ("wnn_mlp", "wnn_lstm", "wnn_gru", "wnn_rnn", "wnn_conv2d", "wnn_layernorm", "wnn_conv1d_batchnorm", "wnn_rmsnorm")
+WNN = (
+    "wnn_mlp",
+    "wnn_lstm",
+    "wnn_gru",
+    "wnn_rnn",
+    "wnn_conv2d",
+    "wnn_layernorm",
+    "wnn_conv1d_batchnorm",
+    "wnn_rmsnorm",
+)
 
 
 def corpus() -> dict:
@@ -89,7 +98,13 @@ def main() -> None:
     print("| program | exec with the default adjoint test vs python (CPU time, medians) |\n|---|---|")
     for name, (program, path) in EXAMPLES.items():
         if name in chosen:
-            print(row(f"A1 `{' '.join(program[1:4])}` {program[-1]} frames", measure(program, path, args.rounds, args.base)), flush=True)
+            print(
+                row(
+                    f"A1 `{' '.join(program[1:4])}` {program[-1]} frames",
+                    measure(program, path, args.rounds, args.base),
+                ),
+                flush=True,
+            )
     if "corpus" in chosen:
         ratios = {}
         for name, (program, path) in corpus().items():

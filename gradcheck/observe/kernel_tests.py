@@ -105,10 +105,13 @@ class KernelTests:
         entry = self._recordings.get(id(tape))
         if entry is None or not call.recorded:
             return
-        recording = entry[1]
-        inputs, outputs = call.inputs, call.outputs
-        arguments = (call.kernel, call.get("dim"), inputs, outputs, call.options())
-        key = self._select(call.kernel, list(inputs) + list(outputs), recording)
+        self._record(entry[1], (call.kernel, call.get("dim"), call.inputs, call.outputs, call.options()))
+
+    def _record(self, recording: _Recording, arguments: tuple) -> None:
+        """One launch (kernel, dim, inputs, outputs, options) of a recording: selected for a test or not, copied
+        when the recording is copied whole or it is selected."""
+        kernel, _dim, inputs, outputs, _options = arguments
+        key = self._select(kernel, list(inputs) + list(outputs), recording)
         recorder = recording.recorder
         if key is None and not recording.full and not recording.selected:
             recording.raw.append(arguments)  # nothing to test yet: recorded only if something is
@@ -131,13 +134,7 @@ class KernelTests:
         self._captured[id(tape)] = recording
 
         def before(kernel, dim, inputs, outputs, options) -> None:
-            key = self._select(kernel, list(inputs) + list(outputs), recording)
-            if key is not None:
-                recording.selected.append((len(recording.recorder.launches), key))
-            recording.recorder.before(kernel, dim, inputs, outputs, options, copy=recording.full or key is not None)
-            if recording.full and recording.recorder.over_budget_at is not None:
-                recording.full = False
-                recording.recorder.budget += TEST_BUDGET_BYTES
+            self._record(recording, (kernel, dim, inputs, outputs, options))
 
         return before
 
@@ -155,17 +152,8 @@ class KernelTests:
         if backward is None:  # the backward runs outside the graph, on this tape: its recording is this one
             self._recordings[id(tape)] = (tape, recording)
             return
-        from gradcheck.probes.launch_record import note_copies
-
-        note_copies(recording.recorder, tape)
         _tape, loss, grads = backward
-        recording.recorder.loss_id = id(loss) if loss is not None else None
-        if loss is None and grads:
-            recording.recorder.seeds = tuple(grads)
-        elif loss is None:
-            from gradcheck.probes.launch_record import hand_seeded
-
-            recording.recorder.seeds = hand_seeded(recording.recorder)
+        _losses(recording.recorder, tape, loss, grads)
         self._waiting.append((recording, grads))
 
     def on_backward(self, tape, loss, grads, number: int) -> None:
@@ -176,16 +164,7 @@ class KernelTests:
             return
         recording = entry[1]
         self._flush(recording)
-        from gradcheck.probes.launch_record import note_copies
-
-        note_copies(recording.recorder, tape)
-        recording.recorder.loss_id = id(loss) if loss is not None else None
-        if recording.recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded outputs
-            recording.recorder.seeds = tuple(grads)
-        elif loss is None:  # tape.backward() after seeding some .grad by hand
-            from gradcheck.probes.launch_record import hand_seeded
-
-            recording.recorder.seeds = hand_seeded(recording.recorder)
+        _losses(recording.recorder, tape, loss, grads)
         self._pending.append((recording, grads))
 
     def settle(self, params) -> None:
@@ -283,6 +262,17 @@ class KernelTests:
         self.verdicts[key] = verdict
 
 
+def _losses(recorder, tape, loss, grads) -> None:
+    """What the recording's backward starts from: the copies on its tape (edges of the path), then its loss, the
+    arrays ``grads=`` seeds, or, with neither, the arrays seeded by hand (``.grad.fill_``, or inside a graph)."""
+    from gradcheck.probes.launch_record import hand_seeded, note_copies
+
+    note_copies(recorder, tape)
+    recorder.loss_id = id(loss) if loss is not None else None
+    if loss is None:
+        recorder.seeds = tuple(grads) if grads else hand_seeded(recorder)
+
+
 def _moved(recorder) -> bool:
     """Whether the program moved a leaf of the recording (an array with a gradient read before anything wrote it)
     since the recording read it, by any means (a kernel, ``w.assign(w.numpy() - lr * w.grad.numpy())``, torch): it
@@ -304,14 +294,11 @@ def _moved(recorder) -> bool:
 
 
 def _has_neighbours(recorder, index: int) -> bool:
-    """Whether a launch shares a value with another launch of its recording (a neighbour its adjoint may be
-    split with): one that wrote what it reads, or reads what it wrote."""
-    launches = recorder.launches
-    launch = launches[index]
-    return any(
-        other is not launch and (not other.writes.isdisjoint(launch.reads) or not other.reads.isdisjoint(launch.writes))
-        for other in launches
-    )
+    """Whether the launch has neighbours its adjoint may be split with: the units a recording copied whole would
+    test it in (gradcheck.probes.launch_check)."""
+    from gradcheck.probes.launch_check import has_units
+
+    return has_units(recorder.launches, recorder.launches[index])
 
 
 def _unconfirmed(lone: LaunchVerdict) -> LaunchVerdict:

@@ -438,6 +438,11 @@ def _split_not_ruled_out(verdict: LaunchVerdict, closest, options: FDOptions) ->
     )
 
 
+def has_units(launches: list[Launch], launch: Launch) -> bool:
+    """Whether a launch that fails alone has units to be tested in (a split adjoint is possible at all)."""
+    return next(_candidate_units(launches, launch), None) is not None
+
+
 def _candidate_units(launches: list[Launch], launch: Launch):
     """The units around the launch (``_units_around``), then those around each of its direct neighbours that hold it:
     Featherstone's Cholesky (adjoint a no-op) agrees only in the unit that also holds the producers of the solve's

@@ -88,3 +88,13 @@ def train(model, loss_fn, steps: int, lr: float = 1.0e-2) -> None:
     for index, parameter in enumerate(model.parameters()):
         values = parameter.numpy().astype(np.float64)
         print(f"parameter {index} {tuple(parameter.shape)}: sum {values.sum():.6g}, |sum| {np.abs(values).sum():.6g}")
+
+
+def sequence_regression(cell, features: int = 20, hidden: int = 24, batch: int = 4, steps: int = 6, seed: int = 2):
+    """(model, loss) of the recurrent drivers: a 2-layer ``cell(features, hidden)`` over ``steps`` time steps, its
+    whole output sequence fitted to a target (the same data for LSTM, GRU and RNN)."""
+    model = cell(features, hidden, num_layers=2)
+    rng = np.random.default_rng(seed)
+    x = wp.array(rng.uniform(-1.0, 1.0, (batch, steps, features)).astype(np.float32), dtype=float)
+    y = wp.array(0.5 * np.tanh(rng.normal(size=(batch, steps * hidden))).astype(np.float32), dtype=float)
+    return model, lambda: mse(model(x)[0], y)

@@ -7,23 +7,14 @@ loops over ``count = in_features / 16`` K-chunks, a trip count read at run time:
 documentation) only chooses sizes: batch 4, 6 time steps, 2 layers, 3 optimizer steps.
 """
 
-import numpy as np
-import warp as wp
-from _wnn_common import mse, setup, steps_from_argv, train
+from _wnn_common import sequence_regression, setup, steps_from_argv, train
 
 setup()
 import warp_nn.nn as nn  # noqa: E402
 
-BATCH, STEPS, FEATURES, HIDDEN = 4, 6, 20, 24
-
 
 def build():
-    model = nn.GRU(FEATURES, HIDDEN, num_layers=2)
-    rng = np.random.default_rng(2)
-    x_np = rng.uniform(-1.0, 1.0, (BATCH, STEPS, FEATURES)).astype(np.float32)
-    x = wp.array(x_np, dtype=float)
-    y = wp.array(0.5 * np.tanh(rng.normal(size=(BATCH, STEPS * HIDDEN))).astype(np.float32), dtype=float)
-    return model, lambda: mse(model(x)[0], y)
+    return sequence_regression(nn.GRU)
 
 
 if __name__ == "__main__":
