@@ -37,7 +37,7 @@ def bare_loop(device: str, passes: int, freeze: bool = False) -> float:
 
     Runs on a freshly set-up scenario, like the diagnostics loop (first passes over new arrays are slower).
     """
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
 
     wp = load_warp()
@@ -125,10 +125,10 @@ def struct_audit_cost(device: str, repeat: int = 3) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from struct_tree import FIELDS, StructTree
 
-    from gradcheck.probes.allocations import AllocationLedger
-    from gradcheck.probes.naming import walk
-    from gradcheck.probes.struct_audit import StructAuditor
-    from gradcheck.probes.tape_arguments import TapeArguments
+    from gradcheck.measure.allocations import AllocationLedger
+    from gradcheck.tape.naming import walk
+    from gradcheck.measure.struct_audit import StructAuditor
+    from gradcheck.tape.tape_arguments import TapeArguments
 
     with AllocationLedger() as ledger:
         tree = StructTree(cells=10_000 // FIELDS, launches=10_000, device=device)
@@ -149,8 +149,8 @@ def stats_vs_copy(device: str, repeat: int = 7) -> dict:
     """P5: on-device stats of a 16M-float gradient buffer vs a wp.copy of the same buffer."""
     import numpy as np
 
-    from gradcheck.probes.stats import StatsPlan
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.measure.stats import StatsPlan
+    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     n = 16 * 1024 * 1024
@@ -184,8 +184,8 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
     import numpy as np
 
     from gradcheck.model.options import FDOptions
-    from gradcheck.probes.finite_diff import Judge, Rollouts, param_scale, run_fd
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.rerun.finite_diff import Judge, Rollouts, param_scale, run_fd
+    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
 
     wp = load_warp()
@@ -249,8 +249,8 @@ def blame_cost(scenario, params: dict, snapshots: dict) -> dict:
     """B1: gradcheck's per-launch adjoint test over every launch (recording forward, two tangent forwards, the
     tests), as `gradcheck blame` runs it, on the same scenario as gradcheck_tape."""
     from gradcheck.model.options import FDOptions
-    from gradcheck.probes import launch_check
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.rerun import launch_check
+    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
 
@@ -450,7 +450,7 @@ def blame_vs_gradcheck_tape(device: str, steps: str = STEPS) -> dict:
 
     from warp.autograd import gradcheck_tape as warp_gradcheck_tape
 
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
 
     wp = load_warp()

@@ -32,7 +32,7 @@ def clip_grad_norm(arrays: Sequence, max_norm: float, error_if_nonfinite: bool =
     nothing is scaled and the total norm is NaN (or Inf): scaling would spread the NaN; with
     ``error_if_nonfinite=True`` a NonFiniteGradientError names the arrays instead.
     """
-    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.measure.stats import gradient_stats
 
     grads = _grads(arrays)
     if max_norm <= 0 or not math.isfinite(max_norm):
@@ -58,7 +58,7 @@ def clip_grad_value(arrays: Sequence, limit: float, error_if_nonfinite: bool = F
     """
     import warp as wp
 
-    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.measure.stats import gradient_stats
 
     if limit < 0 or not math.isfinite(limit):
         raise ValueError(f"limit must be a non-negative finite number, got {limit!r}")
@@ -106,8 +106,8 @@ def _launch_flat(kind: str, grad, *args) -> None:
     """Launch the scale/clamp kernel over ``grad`` viewed as a flat array of its scalars."""
     import warp as wp
 
-    from gradcheck.probes.kernels import clamp_kernel, scale_kernel
-    from gradcheck.probes.warp_compat import scalar_type, scalars_per_element
+    from gradcheck.measure.kernels import clamp_kernel, scale_kernel
+    from gradcheck.warp_compat import scalar_type, scalars_per_element
 
     scalar = scalar_type(grad.dtype)
     count = grad.size * scalars_per_element(grad.dtype)

@@ -38,7 +38,7 @@ def _launch_line(construct: str) -> int:
     return next(i for i, line in enumerate(SOURCE, 1) if i > branch and "(kernel, dim=" in line)
 
 
-# the construct's line, where gradcheck.probes.kernel_patterns knows the construct (None: it names none)
+# the construct's line, where gradcheck.source.kernel_patterns knows the construct (None: it names none)
 CONSTRUCT_LINE = {
     "nested-loops": _line("for j in range(jntnum[i]):"),
     "pre-loop": _line("for k in range(n):"),

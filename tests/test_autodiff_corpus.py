@@ -27,7 +27,7 @@ Silence counts only where kernels were tested: ``test_corpus_default_adjoint_tes
 every kernel on each program's gradient path (read from its code, ``Program.gradient_path``) to have been tested.
 Every program passes it (nothing here is xfail), the two Navier-Stokes solvers included: their RK steps are joined by
 ``wp.copy``, which the tape records as a ``record_func`` entry, not a launch, and the adjoint test's gradient path
-(gradcheck.probes.launch_check.gradient_path) follows those copies' edges, so their kernels stay on it; a regression
+(gradcheck.rerun.launch_check.gradient_path) follows those copies' edges, so their kernels stay on it; a regression
 that loses them fails here.
 """
 

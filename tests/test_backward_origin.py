@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from gradcheck.probes.backward_origin import MAX_ENTRIES, backward_origin
+from gradcheck.diagnose.backward_origin import MAX_ENTRIES, backward_origin
 
 DEVICE = "cpu"
 N = 4
@@ -223,7 +223,7 @@ def test_struct_field_adjoint_is_named_and_restored():
 
 
 def test_gradients_are_restored_when_a_backward_raises(monkeypatch):
-    from gradcheck.probes import backward_origin as module
+    from gradcheck.diagnose import backward_origin as module
 
     tape, x, loss = _sqrt_chain([3.0, 1.0, 2.0, 5.0])
     grads = _all_grads(tape, x, loss)

@@ -15,8 +15,8 @@ from gradcheck.checks import fd_mismatch
 from gradcheck.model.findings import Severity
 from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import FDResult, Step, Trace
-from gradcheck.probes.fd_evidence import ecnoise, one_sided
-from gradcheck.probes.finite_diff import Judge, Rollouts
+from gradcheck.rerun.fd_evidence import ecnoise, one_sided
+from gradcheck.rerun.finite_diff import Judge, Rollouts
 
 
 class Line(Rollouts):

@@ -14,7 +14,7 @@ from gradcheck.model.findings import Severity
 from gradcheck.model.options import FDOptions
 
 # solver.H is rewritten too, but no adjoint reads its values (the Cholesky's custom adjoint is a no-op, the solve's
-# reads L and x): gradcheck.probes.adjoint_dependence runs them on copies to tell
+# reads L and x): gradcheck.rerun.adjoint_dependence runs them on copies to tell
 SCRATCH = {"solver.J", "solver.P", "solver.L"}
 
 
@@ -173,7 +173,7 @@ def test_arrays_written_through_inputs_are_writers():
 def test_fingerprints_compare_values_not_the_sign_of_zero():
     import warp as wp
 
-    from gradcheck.probes.replay_probe import fingerprint
+    from gradcheck.measure.fingerprints import fingerprint
 
     zeros, negative_zeros = wp.zeros(8, device="cpu"), wp.array([-0.0] * 8, dtype=float, device="cpu")
     assert fingerprint(zeros) == fingerprint(negative_zeros)

@@ -16,8 +16,8 @@ import warp as wp
 from conftest import by_check, run_scenario
 
 from gradcheck.model import known_bugs
-from gradcheck.probes import kernel_patterns
-from gradcheck.probes.kernel_patterns import Suspect, suspects
+from gradcheck.source import kernel_patterns
+from gradcheck.source.kernel_patterns import Suspect, suspects
 
 SMALL = 4  # at most max_unroll (16): Warp unrolls range(SMALL)
 LONG = 32  # above it: range(LONG) is a dynamic loop like range(n)

@@ -120,8 +120,8 @@ def test_a_kernel_is_tested_again_when_its_argument_types_or_loop_counts_change(
 
     import warp as wp
 
-    from gradcheck.probes.kernel_signature import signature
-    from gradcheck.probes.loop_bounds import loops_iterating, runtime_loops
+    from gradcheck.source.kernel_signature import signature
+    from gradcheck.source.loop_bounds import loops_iterating, runtime_loops
 
     spec = importlib.util.spec_from_file_location("kernel_test_cases", CASES)
     module = importlib.util.module_from_spec(spec)

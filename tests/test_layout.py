@@ -111,23 +111,31 @@ def test_no_import_cycles():
 
 
 # Each layer imports only itself and the layers listed: the tree reads as the pipeline
-# cli → engine (a driver) → observe (the one observer) → probes → model, checks → model, with formats beside cli
-# and the public API on top.
+# cli → engine (a driver) → observe (the one observer) and pytorch (its torch side) → the rooms it works through
+# (diagnose → rerun → source, measure → tape → warp_compat) → model; checks → model, formats → model beside cli; the
+# public API on top.
+_ROOMS = {"warp_compat", "tape", "measure", "source", "rerun", "diagnose"}
 ALLOWED = {
     "model": {"model"},
-    "probes": {"probes", "model"},
-    "observe": {"observe", "probes", "model"},
+    "warp_compat": {"warp_compat", "model"},
+    "tape": {"tape", "warp_compat", "model"},
+    "measure": {"measure", "tape", "warp_compat", "model"},
+    "source": {"source", "warp_compat", "model"},
+    "rerun": {"rerun", "source", "measure", "tape", "warp_compat", "model"},
+    "diagnose": {"diagnose", "rerun", "source", "measure", "tape", "warp_compat", "model"},
+    "observe": {"observe", *_ROOMS, "model"},
+    "pytorch": {"pytorch", "observe", *_ROOMS, "model"},
     "checks": {"checks", "model"},
     "formats": {"formats", "model"},
     "scenario": {"scenario", "model"},
     "scenarios": {"scenarios", "model"},
     "examples": {"examples"},  # programs gradcheck ships to try exec on: they use nothing of gradcheck's
-    "engine": {"engine", "scenario", "scenarios", "observe", "probes", "checks", "model", "clip", "version"},
+    "engine": {"engine", "scenario", "scenarios", "observe", "pytorch", *_ROOMS, "checks", "model", "clip", "version"},
     "cli": {"cli", "engine", "scenario", "checks", "formats", "model", "version"},
     "api": {"engine", "model"},
     "auditing": {"engine", "model"},
     "testing": {"api", "checks", "model"},
-    "clip": {"probes", "model"},
+    "clip": {"measure", "warp_compat", "model"},
     "version": set(),
     "gradcheck": {"api", "auditing", "model", "version"},
     "__main__": {"cli"},
@@ -159,13 +167,13 @@ def test_few_modules_at_the_top():
 
 
 # Warp's private attributes and internal layouts, which have moved between releases, and the patches gradcheck
-# sees a program through: only probes/warp_compat/ may name them, behind functions whose names say what they do.
+# sees a program through: only warp_compat/ may name them, behind functions whose names say what they do.
 INTERNALS = re.compile(
     r"\._cls\b|\._ctype\b|\bwarp\._src\b|\bwp\._src\b|__dict__\[|\brecord_launch\b|\bLAUNCH_[A-Z]+\b"
     r"|\b(?:wp|warp)\.(?:launch|capture_launch|Tape\.\w+)\s*=[^=]|\binspect\.signature\((?:wp|warp)\.|\bargs\[\d+:\d+\]"
     r"|\badj\.(?:args|tree)\b"
 )
-COMPAT = PACKAGE / "probes" / "warp_compat"
+COMPAT = PACKAGE / "warp_compat"
 
 
 def test_warp_internals_only_in_warp_compat():
@@ -176,7 +184,7 @@ def test_warp_internals_only_in_warp_compat():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if INTERNALS.search(line)
     ]
-    assert not hits, "Warp internals outside probes/warp_compat/:\n" + "\n".join(hits)
+    assert not hits, "Warp internals outside warp_compat/:\n" + "\n".join(hits)
 
 
 def test_the_internals_pattern_catches_what_it_must():
@@ -218,3 +226,33 @@ def test_every_package_ships_in_a_plain_install():
         if "__pycache__" not in init.parts
     }
     assert packages - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
+# Which driver each module serves: ``gradcheck run`` (a scenario's passes at fixed params, then the probes that run
+# its forward again) or ``gradcheck exec`` / ``gradcheck.audit()`` (an unmodified program). A module that serves one
+# driver is never imported by the other's: run never loads the torch side or exec's default adjoint test, exec never
+# loads a run-only probe. Everything not listed serves both.
+RUN_DRIVER = ("gradcheck.engine.runner", "gradcheck.engine.scenario_run", "gradcheck.engine.post_pass")
+EXEC_DRIVER = ("gradcheck.engine.program_audit", "gradcheck.engine.hosting", "gradcheck.auditing")
+EXEC_ONLY = re.compile(r"gradcheck\.(pytorch(\..*)?|observe\.(kernel_tests|launch_tests|program_roots))$")
+RUN_ONLY = re.compile(r"gradcheck\.(rerun\.carried_state|engine\.(reentrancy|post_pass|pass_loop|scenario_run))$")
+
+
+def _reach(starts) -> set[str]:
+    seen, stack = set(), list(starts)
+    while stack:
+        for target in GRAPH.get(stack.pop(), ()):
+            if target not in seen and _layer(target) not in ("cli", "api"):
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def test_no_module_is_loaded_by_a_driver_it_does_not_serve():
+    run_loads = sorted(m for m in _reach(RUN_DRIVER) if EXEC_ONLY.match(m))
+    exec_loads = sorted(m for m in _reach(EXEC_DRIVER) if RUN_ONLY.match(m))
+    assert not run_loads, f"run's driver loads exec-only modules: {run_loads}"
+    assert not exec_loads, f"exec's driver loads run-only modules: {exec_loads}"
+    # and the rule is not vacuous: each driver does load the modules that serve it
+    assert {"gradcheck.pytorch.watch", "gradcheck.observe.kernel_tests"} <= _reach(EXEC_DRIVER)
+    assert {"gradcheck.rerun.carried_state", "gradcheck.engine.reentrancy"} <= _reach(RUN_DRIVER)

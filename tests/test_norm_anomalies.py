@@ -144,7 +144,7 @@ def test_within_cudas_atomics_noise_the_carried_state_decides(monkeypatch, fault
     (loss and gradients repeat): nothing. Simulated on CPU by the tolerance CUDA gets (CI has no GPU; a GPU
     machine runs the real selftest in tests/test_cuda.py)."""
     import gradcheck.engine.runner as runner
-    from gradcheck.probes.gradients import CUDA_RTOL
+    from gradcheck.measure.gradients import CUDA_RTOL
 
     monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
     result, _ = run_scenario("spring-chain", fault=fault, passes=3)
@@ -164,7 +164,7 @@ def test_a_nan_gradient_repeated_on_every_pass_is_no_accumulation_within_a_toler
     at the same place on every pass must compare equal (the nonfinite check owns it), or every NaN gradient is
     also an accumulation error on a GPU. Simulated on CPU with the tolerance CUDA gets."""
     import gradcheck.engine.runner as runner
-    from gradcheck.probes.gradients import CUDA_RTOL
+    from gradcheck.measure.gradients import CUDA_RTOL
 
     monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
     result, _ = run_scenario("spring-chain", fault="nan-backward", passes=3)
@@ -175,7 +175,7 @@ def test_accumulation_still_fires_within_cudas_tolerance(monkeypatch):
     """The other side of the two tests above: under the tolerance CUDA gets, a real accumulation (the
     equivalence corpus's loop that never clears its gradients) is still an accumulation error."""
     import gradcheck.engine.runner as runner
-    from gradcheck.probes.gradients import CUDA_RTOL
+    from gradcheck.measure.gradients import CUDA_RTOL
 
     monkeypatch.setattr(runner, "equality_tolerance", lambda device: CUDA_RTOL)
     corpus = TESTS / "programs" / "equivalence" / "as_scenario.py"

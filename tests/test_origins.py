@@ -1,6 +1,6 @@
 """nonfinite and explosion say where the bad gradient started: the first backward launch (kernel, line, step of a
 rollout) whose adjoint output went non-finite or past --max-norm, found by bisection over the tape
-(gradcheck.probes.backward_origin), under exec and run alike; clean twins carry no origin."""
+(gradcheck.diagnose.backward_origin), under exec and run alike; clean twins carry no origin."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_unreachable_intermediate_is_named_by_its_kernel_argument():
 def test_cuda_tolerance_follows_warp_deterministic_mode(monkeypatch):
     import warp as wp
 
-    from gradcheck.probes.gradients import CUDA_RTOL, equality_tolerance
+    from gradcheck.measure.gradients import CUDA_RTOL, equality_tolerance
 
     assert equality_tolerance("cpu") == 0.0
     assert equality_tolerance("cuda:0") == CUDA_RTOL  # default: NOT_GUARANTEED, float atomics reorder
@@ -108,7 +108,7 @@ def test_cuda_tolerance_follows_warp_deterministic_mode(monkeypatch):
 def test_gradient_reader_compares_per_param_when_the_param_set_changes():
     import warp as wp
 
-    from gradcheck.probes.gradients import GradientReader
+    from gradcheck.measure.gradients import GradientReader
 
     def read(reader, params):  # one pass: measure after backward, commit at its end, then the records
         stats = reader.measure(params)
@@ -260,7 +260,7 @@ def test_record_func_entries_read_or_reset_are_not_called_overwrites():
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.launch_check import check_recorded_functions
+    from gradcheck.rerun.launch_check import check_recorded_functions
 
     x = wp.array(np.arange(4, dtype=np.float32), requires_grad=True)
     y = wp.zeros(4, dtype=float, requires_grad=True)
@@ -290,7 +290,7 @@ def test_constructs_an_old_warp_mishandles_are_found_in_the_kernel_source():
     """kernel_patterns reads the source and options: the same verdict on every Warp (the finding cites it only on
     the releases that have the bug)."""
     from gradcheck.model import known_bugs
-    from gradcheck.probes.kernel_patterns import suspects
+    from gradcheck.source.kernel_patterns import suspects
     from gradcheck.scenarios import spring_chain
 
     if known_bugs.version_tuple(wp_version()) >= (1, 8, 0):  # conditional expressions compile from 1.8 on
@@ -397,7 +397,7 @@ def test_accumulation_on_cuda_tolerates_reordered_float_sums_but_not_a_second_ba
 
     from gradcheck.checks import accumulation
     from gradcheck.model.trace import ParamTrace, PassRecord, Trace
-    from gradcheck.probes.gradients import CUDA_RTOL, GradientReader
+    from gradcheck.measure.gradients import CUDA_RTOL, GradientReader
 
     rng = np.random.default_rng(7)
     contributions = rng.standard_normal((64, 4096)).astype(np.float32)
@@ -440,7 +440,7 @@ def test_argument_access_reads_loads_not_accumulations_or_metadata():
     into it, or reads its dtype/shape does not (Warp's own array_cast kernel does `dest[i] = dest.dtype(src[i])`)."""
     from access_kernels import accumulate_cast_and_load
 
-    from gradcheck.probes.warp_compat import argument_access
+    from gradcheck.warp_compat import argument_access
 
     access = argument_access(accumulate_cast_and_load)
     assert access.known

@@ -153,8 +153,8 @@ def test_layout_page_names_every_module():
             named = path.stem.replace("_", "-") in BY_NAME or f"`{path.name}`" in _bullet(text, "`gradcheck/checks/`")
         elif folder == "examples":
             named = f"`{path.name}`" in text
-        elif relative.parts[:2] == ("probes", "warp_compat"):
-            named = f"`{path.stem}`" in _bullet(text, "`gradcheck/probes/`")
+        elif folder == "warp_compat":
+            named = f"`{path.stem}`" in _bullet(text, "`gradcheck/warp_compat/`")
         else:
             named = f"`{path.name}`" in _bullet(text, f"`gradcheck/{folder}/`")
         if not named:

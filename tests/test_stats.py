@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import warp as wp
 
-from gradcheck.probes.stats import StatsPlan, gradient_stats
+from gradcheck.measure.stats import StatsPlan, gradient_stats
 
 
 def _reference(values: np.ndarray) -> dict:
@@ -90,7 +90,7 @@ def test_large_cpu_buffers_take_exact_shortcuts():
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.stats import CPU_SHORTCUT_BYTES, StatsPlan
+    from gradcheck.measure.stats import CPU_SHORTCUT_BYTES, StatsPlan
 
     n = CPU_SHORTCUT_BYTES // 4
     rng = np.random.default_rng(3)
@@ -120,7 +120,7 @@ def test_cuda_row_layout_reads_interleaved_values_and_gives_the_same_statistics(
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.stats import CUDA_CHUNK, StatsPlan
+    from gradcheck.measure.stats import CUDA_CHUNK, StatsPlan
 
     rng = np.random.default_rng(11)
     n = 3 * CUDA_CHUNK * CUDA_CHUNK // 64 + 17  # several rows, the last one shorter

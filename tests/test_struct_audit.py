@@ -11,8 +11,8 @@ from gradcheck.checks import run_checks
 from gradcheck.engine.runner import run_passes
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Severity
-from gradcheck.probes.allocations import AllocationLedger
-from gradcheck.probes.warp_compat import struct_records
+from gradcheck.measure.allocations import AllocationLedger
+from gradcheck.warp_compat import struct_records
 from gradcheck.scenarios.nested_struct import NestedStruct
 
 STRUCT_CHECKS = ("stale-adjoint", "dangling-adjoint")
@@ -124,8 +124,8 @@ def test_record_pointing_into_a_newer_array_names_that_array():
     """A freed address handed to a new array: liveness alone would pass it; the audit names the new owner."""
     import warp as wp
 
-    from gradcheck.probes.naming import walk
-    from gradcheck.probes.struct_audit import StructAuditor
+    from gradcheck.tape.naming import walk
+    from gradcheck.measure.struct_audit import StructAuditor
     from gradcheck.scenarios.nested_struct import Part
 
     class Holder:
@@ -160,7 +160,7 @@ def test_memory_reused_by_an_integer_array_is_reported_without_a_norm():
     """Freed gradient memory can be handed to any array (seen in CI: an int32 index array)."""
     import warp as wp
 
-    from gradcheck.probes.struct_audit import Observation, pointer_issue
+    from gradcheck.measure.struct_audit import Observation, pointer_issue
 
     owner = wp.zeros(4, dtype=wp.int32, device="cpu")
     issue = pointer_issue(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import warp as wp
 
-from gradcheck.probes.stats import StatsPlan
-from gradcheck.probes.tape_arguments import TapeArguments
-from gradcheck.probes.warp_compat import gradient_reader
+from gradcheck.measure.stats import StatsPlan
+from gradcheck.tape.tape_arguments import TapeArguments
+from gradcheck.warp_compat import gradient_reader
 
 
 @wp.struct

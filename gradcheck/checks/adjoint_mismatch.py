@@ -1,7 +1,7 @@
 """adjoint-mismatch: a launch whose adjoint is not the transpose of its own Jacobian.
 
 fd-mismatch sees the symptom on the whole program; this names the launch. Each launch on the tape is
-replayed on the values it really ran on and tested alone (gradcheck.probes.launch_check): random output
+replayed on the values it really ran on and tested alone (gradcheck.rerun.launch_check): random output
 weights w, the program's own tangent u of its inputs, <w, dF/du> by noise-aware central differences against
 <J^T w, u> from its adjoint, and the adjoint must add to the input gradients it is given, not overwrite them.
 A launch that fails alone but passes together with the launches around it has a split adjoint (Newton's

@@ -7,7 +7,7 @@ inside the forward (a numpy write through a CPU view, ``assign``, ``fill_``, an 
 forward and backward (a param clamped or normalised, a start state refreshed) — makes backward differentiate a
 function the forward never evaluated, with no error from Warp (NVIDIA/warp#1350: PyTorch's version counters would
 have raised). The observer fingerprints each input right after the first launch that read it and again when its
-backward starts (gradcheck.probes.input_watch): on the audited backwards of a program under ``gradcheck exec``,
+backward starts (gradcheck.observe.input_watch): on the audited backwards of a program under ``gradcheck exec``,
 on the first pass under ``gradcheck run`` (the default backward included).
 """
 

@@ -1,6 +1,6 @@
 """fd-mismatch: the tape's gradient disagrees with central finite differences of the loss.
 
-Reads the finite-difference probe the runner ran after the passes (gradcheck.probes.finite_diff): the
+Reads the finite-difference probe the runner ran after the passes (gradcheck.rerun.finite_diff): the
 worst relative error of the directional derivatives (fast mode) and, when fast mode failed or
 ``--fd elements`` asked for it, the worst single element, named by path with its AD and FD values.
 Bands: warning from 1e-2 (warp.autograd's rtol), error from 1e-1; both configurable.
@@ -175,7 +175,7 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
 
 def _suspects(trace: Trace, blame) -> list[tuple]:
     """(verdict, where, construct, rewrite) of launches without a verdict whose kernel holds a construct the
-    running Warp differentiates wrongly (gradcheck.probes.kernel_patterns), the blamed launches' evidence aside."""
+    running Warp differentiates wrongly (gradcheck.source.kernel_patterns), the blamed launches' evidence aside."""
     from gradcheck.checks.adjoint_mismatch import live_suspects
     from gradcheck.model.sites import short_site
 

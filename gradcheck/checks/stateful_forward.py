@@ -4,7 +4,7 @@ The runner restores every param before each pass, so forward() sees the same inp
 that still changes means forward() reads state it left behind on an earlier call. Then finite
 differences compare two different functions and gradients change from pass to pass for reasons that
 have nothing to do with the adjoint or ``tape.zero()``: this check names the arrays carrying the state
-(gradcheck.probes.state_probe), and accumulation says it follows from it.
+(gradcheck.rerun.carried_state), and accumulation says it follows from it.
 """
 
 from __future__ import annotations

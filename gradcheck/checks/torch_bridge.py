@@ -1,6 +1,6 @@
 """torch-bridge: what goes wrong where a PyTorch program hands tensors to Warp and gradients back.
 
-The evidence (gradcheck.observe.torch_bridge) is read on audited torch backwards, each kind from what torch and
+The evidence (gradcheck.pytorch.bridge) is read on audited torch backwards, each kind from what torch and
 Warp did with memory, never from a guess: a returned gradient that *is* the ``.grad`` it will be added into; a
 gradient Warp wrote into a buffer torch no longer holds as the tensor's ``.grad``; a ``grad_output`` changed in
 place by a custom Function's backward. A tensor handed to Warp without a gradient is the cause missing-gradient

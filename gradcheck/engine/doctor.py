@@ -59,7 +59,7 @@ def gradcheck_kernels() -> list:
     """Every kernel gradcheck launches on its own, for every scalar type it handles."""
     import warp as wp
 
-    from gradcheck.probes.kernels import clamp_kernel, scale_kernel, stats_kernel
+    from gradcheck.measure.kernels import clamp_kernel, scale_kernel, stats_kernel
 
     return [
         make(scalar)
@@ -106,8 +106,8 @@ def diagnose(archs=DEFAULT_ARCHS) -> dict:
     import numpy as np
     import warp as wp
 
-    from gradcheck.probes.warp_compat import cuda_runtime_info
     from gradcheck.version import __version__
+    from gradcheck.warp_compat import cuda_runtime_info
 
     wp.init()
     try:

@@ -48,7 +48,7 @@ def ready_warp():
     """Warp, imported and initialised, before anything runs; a kernel cache Warp cannot create or write to
     (``WARP_CACHE_PATH`` naming a file, a read-only folder, a place that cannot be made) is a UsageError naming the
     path and the fix, not a traceback from the first kernel build."""
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.warp_compat import load_warp
 
     try:
         wp = load_warp()

@@ -322,7 +322,7 @@ def print_uncaught(exc: BaseException, starts_program) -> str:
     return text
 
 
-from gradcheck.probes.warp_compat.hooks import COPY_HOOK_FILE  # noqa: E402 - next to its one use
+from gradcheck.warp_compat.hooks import COPY_HOOK_FILE  # noqa: E402 - next to its one use
 
 _GRADCHECK = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 

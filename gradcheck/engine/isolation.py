@@ -207,7 +207,7 @@ def _serve(connection) -> None:
     import sys
 
     from gradcheck.engine.scenario_run import preflight, run_one
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.warp_compat import load_warp
 
     load_warp()  # import and initialise Warp before the first timed scenario
     connection.send(("ready",))

@@ -20,7 +20,7 @@ from gradcheck.model.errors import ScenarioError
 
 class PassLoop:
     def __init__(self, scenario, name: str, device: str, snapshots: dict, observer, progress=None, clip_norm=None):
-        from gradcheck.probes.stats import StatsPlan
+        from gradcheck.measure.stats import StatsPlan
 
         self.scenario, self.name, self.device = scenario, name, device
         self.snapshots, self.observer, self.progress, self.clip_norm = snapshots, observer, progress, clip_norm
@@ -38,7 +38,7 @@ class PassLoop:
             restore(params_of(scenario, name), self.snapshots)
         params = self._params(index)
         # what forward() changes outside kernels after a launch read it, and a scenario's own backward code before
-        # tape.backward: watched on the first pass (fingerprints at launch time, gradcheck.probes.input_watch)
+        # tape.backward: watched on the first pass (fingerprints at launch time, gradcheck.observe.input_watch)
         observer.watch_inputs = index == 1
         tape = wp.Tape()
         with tape:
@@ -113,7 +113,7 @@ def frozen_heap():
 
 
 def _scalar(loss) -> float | None:
-    from gradcheck.probes.warp_compat import is_array
+    from gradcheck.warp_compat import is_array
 
     if is_array(loss) and loss.size == 1:
         try:

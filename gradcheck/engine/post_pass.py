@@ -17,7 +17,7 @@ from gradcheck.engine.scenario_hooks import call, restore
 from gradcheck.model.errors import ScenarioError
 from gradcheck.model.options import BlameMode, FDMode, FDOptions
 from gradcheck.model.trace import BlameResult, FDResult, InternalError, ReplayResult, losses_repeat
-from gradcheck.probes.finite_diff import StateSnapshot
+from gradcheck.rerun.finite_diff import StateSnapshot
 
 STATE_BUDGET_BYTES = 512 * 2**20  # copies of the program's state kept for finite differences, at most
 
@@ -79,8 +79,8 @@ class CarriedState:
             return None
         if losses_repeat(losses, c.tolerance) and not c.gradients_moved:
             return None  # CUDA's float atomics reorder sums: loss and gradients both within that noise
-        from gradcheck.probes.naming import walk
-        from gradcheck.probes.state_probe import carried_state
+        from gradcheck.rerun.carried_state import carried_state
+        from gradcheck.tape.naming import walk
 
         names = walk(c.scenario)
         held = held_arrays(c.scenario, c.params, names)
@@ -95,7 +95,7 @@ class FiniteDifferences:
     name, field = "finite differences", "fd"
 
     def run(self, c: ProbeContext):
-        from gradcheck.probes.finite_diff import run_fd
+        from gradcheck.rerun.finite_diff import run_fd
 
         options = c.fd
         if options is None or options.mode is FDMode.off:
@@ -114,7 +114,7 @@ class FiniteDifferences:
 
 
 class Blame:
-    """The per-launch adjoint test (gradcheck.probes.launch_check): with --blame always, or by itself when the
+    """The per-launch adjoint test (gradcheck.rerun.launch_check): with --blame always, or by itself when the
     finite differences found a converged disagreement, to name the launch responsible."""
 
     name, field = "blame", "launch_checks"
@@ -142,7 +142,7 @@ class Blame:
 
     @staticmethod
     def _verdicts(c: ProbeContext, fd_result):
-        from gradcheck.probes import launch_check
+        from gradcheck.rerun import launch_check
 
         options = c.fd if c.fd is not None else FDOptions()
         c.restore_all()
@@ -165,7 +165,7 @@ class Blame:
 
 
 class Reentrancy:
-    """Backward run twice on one recorded forward (gradcheck.engine.replay)."""
+    """Backward run twice on one recorded forward (gradcheck.engine.reentrancy)."""
 
     name, field = "reentrancy", "replay"
 
@@ -179,7 +179,7 @@ class Reentrancy:
                 skipped="the scenario's backward never runs backward on the tape of forward() (it records its own "
                 "tapes, e.g. checkpointed segments), so rewrites on that tape cannot reach the gradient"
             )
-        from gradcheck.engine.replay import replay_twice
+        from gradcheck.engine.reentrancy import replay_twice
 
         try:
             return replay_twice(c)
@@ -219,7 +219,7 @@ def state_snapshot(scenario, params: dict) -> StateSnapshot:
 
 def held_arrays(scenario, params: dict, names=None) -> dict:
     """id → array of every array the scenario holds, params and gradient buffers left out."""
-    from gradcheck.probes.naming import walk
+    from gradcheck.tape.naming import walk
 
     names = names or walk(scenario)
     mine = {id(a) for a in params.values()} | {id(a.grad) for a in params.values() if a.grad is not None}

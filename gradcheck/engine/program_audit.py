@@ -191,14 +191,14 @@ class ProgramAudit:
         probes.torch_compat.TORCH_MIN; else one note says why not)."""
         import sys
 
-        from gradcheck.probes.torch_compat import unusable
+        from gradcheck.pytorch.patches import unusable
 
         if self.torch is not None or self._torch_note is not None:
             return
         self._torch_note = unusable(sys.modules.get("torch"))
         if self._torch_note is not None:
             return
-        from gradcheck.observe.torch_watch import TorchWatch
+        from gradcheck.pytorch.watch import TorchWatch
 
         self.torch = TorchWatch(lambda: self._roots(), cadence=self._cadence, params=_torch_params(self._params))
         self.torch.functions.enabled = self._adjoint_test  # custom autograd.Functions: the same switch
@@ -217,8 +217,8 @@ class ProgramAudit:
             self.torch.finish()
 
     def __enter__(self) -> ProgramAudit:
+        from gradcheck.measure.allocations import AllocationLedger
         from gradcheck.observe import Observer
-        from gradcheck.probes.allocations import AllocationLedger
 
         self._ledger = AllocationLedger().install()
         self.observer = Observer(
@@ -271,7 +271,7 @@ class ProgramAudit:
 
     def _new_trace(self):
         from gradcheck.model.trace import Trace
-        from gradcheck.probes.warp_compat import warp_version
+        from gradcheck.warp_compat import warp_version
 
         return Trace(
             scenario="program", fault=None, device=", ".join(self.observer.devices) or _device(),
@@ -356,7 +356,7 @@ def _device() -> str | None:
     if warp is None:
         return None
     try:
-        from gradcheck.probes.warp_compat.runtime import internal_module
+        from gradcheck.warp_compat.runtime import internal_module
 
         if getattr(internal_module("context"), "runtime", None) is None:
             return None

@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 from gradcheck.engine.pass_loop import PassLoop, frozen_heap
 from gradcheck.engine.post_pass import ProbeContext, run_probes, state_snapshot
 from gradcheck.engine.scenario_hooks import CURRENT_PASS, PassFailed, params_of, setup
+from gradcheck.measure.allocations import AllocationLedger
+from gradcheck.measure.gradients import equality_tolerance
 from gradcheck.model import dataflow
 from gradcheck.model.errors import ScenarioError
 from gradcheck.model.options import BlameMode, FDMode, FDOptions
 from gradcheck.model.trace import Trace
-from gradcheck.probes.allocations import AllocationLedger
-from gradcheck.probes.gradients import equality_tolerance
-from gradcheck.probes.warp_compat import load_warp
+from gradcheck.warp_compat import load_warp
 
 Progress = Callable[[str, int, int], None]  # (scenario name, pass index, passes)
 
@@ -113,7 +113,7 @@ def _passes(loop: PassLoop, passes: int, observer, head: dict) -> None:
 
 
 def _trace(observer, head: dict, scenario, errors: tuple = (), **probes) -> Trace:
-    from gradcheck.probes.warp_compat import warp_version
+    from gradcheck.warp_compat import warp_version
 
     fields = observer.trace_fields()
     fields["internal_errors"] = fields["internal_errors"] + tuple(errors)

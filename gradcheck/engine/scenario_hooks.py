@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from gradcheck.engine.interrupts import Interrupted, ending
 from gradcheck.model.errors import ScenarioError, UsageError
 from gradcheck.model.trace import Trace
-from gradcheck.probes.warp_compat import is_array, scalars_per_element
+from gradcheck.warp_compat import is_array, scalars_per_element
 
 CURRENT_PASS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("gradcheck_pass", default=None)
 

@@ -110,7 +110,7 @@ def run_selftest(device: str | None, passes: int = 3, progress=None) -> list[Out
     from gradcheck.engine.scenario_run import run_one
     from gradcheck.model.known_bugs import version_tuple
     from gradcheck.model.options import RunOptions
-    from gradcheck.probes.warp_compat import load_warp
+    from gradcheck.warp_compat import load_warp
 
     device = check_device(device) if device else default_device()
     version = load_warp().__version__

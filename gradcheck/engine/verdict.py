@@ -16,7 +16,7 @@ from gradcheck.model.trace import DEFAULT_ADJOINT_TEST, Trace, not_checked_reaso
 def judge(trace: Trace, checks: CheckOptions = DEFAULT_CHECKS) -> tuple[Finding, ...]:
     """The checks on ``trace``. A warning their arithmetic raises (NumPy on a NaN norm) is gradcheck's, not the
     program's: never shown on the stderr the program's output went to, never an error under ``-W error``."""
-    from gradcheck.probes.warp_compat.runtime import own_warnings_ignored
+    from gradcheck.warp_compat.runtime import own_warnings_ignored
 
     with own_warnings_ignored():
         return run_checks(trace, checks)

@@ -416,7 +416,7 @@ def _short(site: str | None) -> str:
 
 
 def _place(node: DataflowNode) -> str:
-    """``kernel (file.py:LINE)``: how the checks' evidence names a launch (gradcheck.probes.flow_graph.Edge.place)."""
+    """``kernel (file.py:LINE)``: how the checks' evidence names a launch (gradcheck.tape.flow_graph.Edge.place)."""
     return f"{node.label} ({_short(node.site)})" if node.site else node.label
 
 

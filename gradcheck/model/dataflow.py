@@ -1,7 +1,7 @@
 """One backward's recorded dataflow as a picture: launches, arrays and the links between them, in labels only.
 
 ``--graph FILE`` draws it (gradcheck.formats.dot_graph) with what the checks found marked on it. It is taken from
-gradcheck.probes.flow_graph.FlowGraph while the backward's arrays are alive and kept until the report is written,
+gradcheck.tape.flow_graph.FlowGraph while the backward's arrays are alive and kept until the report is written,
 long after the program may have freed them: so it holds strings, ints and bools, never an array (a picture that
 held one would keep the program's memory alive, and could not cross a process boundary).
 

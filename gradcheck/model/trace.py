@@ -178,7 +178,7 @@ class ClearedGradient:
 
 @dataclass(frozen=True)
 class BridgeIssue:
-    """A mistake at the torch<->Warp bridge (gradcheck.observe.torch_bridge), judged by checks.torch_bridge."""
+    """A mistake at the torch<->Warp bridge (gradcheck.pytorch.bridge), judged by checks.torch_bridge."""
 
     kind: str  # "doubled-gradient" | "orphaned-alias" | "tape-reused" | "grad-output-written"
     subject: str  # the torch tensor's gradient ("model.scale.grad"), or "Fn.backward grad_output"
@@ -229,7 +229,7 @@ class PassRecord:
     zero_step: str | None = None  # what cleared the gradients afterwards ("tape.zero() at train.py:40"); None: nothing
     breaks: tuple[ChainBreak, ...] = ()  # where the chain to the loss breaks, for params with a zero gradient
     # where a NaN/Inf ("nonfinite") or a norm past --max-norm ("growth") started in this backward: (kind, origin),
-    # origin a gradcheck.probes.backward_origin.BackwardOrigin (labels and numbers only)
+    # origin a gradcheck.diagnose.backward_origin.BackwardOrigin (labels and numbers only)
     origins: tuple = ()
     carried_reads: tuple[CarriedRead, ...] = ()  # gradients read after a backward added to an earlier one's, unzeroed
     seeded: SeededBackward | None = None  # a backward seeded with grads= (no scalar loss): its outputs and seeds
@@ -237,7 +237,7 @@ class PassRecord:
 
 @dataclass(frozen=True)
 class LaunchVerdict:
-    """The per-launch adjoint test of one tape entry (gradcheck.probes.launch_check)."""
+    """The per-launch adjoint test of one tape entry (gradcheck.rerun.launch_check)."""
 
     index: int  # position on the tape
     kernel: str
@@ -300,10 +300,10 @@ class ChangedInput:
 @dataclass(frozen=True)
 class ChainBreak:
     """Where the chain from a param to the loss breaks, for a param whose gradient is zero or absent
-    (gradcheck.probes.chain_break): the array and the launch at the break, the cause, and what to change."""
+    (gradcheck.diagnose.chain_break): the array and the launch at the break, the cause, and what to change."""
 
     param: str  # the param's key (ParamTrace.name)
-    cause: str  # one of gradcheck.probes.chain_break.CAUSES
+    cause: str  # one of gradcheck.diagnose.chain_break.CAUSES
     array: str | None  # the array at the break
     launch: str | None  # "kernel (file:line)", "wp.copy (file:line)", "numpy() (file:line)"
     index: int | None  # the launch's position on the tape, when it is on the tape
@@ -314,7 +314,7 @@ class ChainBreak:
 
 @dataclass(frozen=True)
 class CarriedArray:
-    """An array that carries state from one forward() to the next (see gradcheck.probes.state_probe)."""
+    """An array that carries state from one forward() to the next (see gradcheck.rerun.carried_state)."""
 
     subject: str  # the array, as the scenario holds it: "clock", "loss"
     how: str  # "read before this forward writes it" | "accumulated into without being cleared"
@@ -351,11 +351,6 @@ class Probe:
     steps: tuple[Step, ...] = ()  # every step tried, in order
     # (left, right) one-sided derivatives when the loss has a kink at the params along this probe (then no verdict)
     kink: tuple[float, float] | None = None
-
-    @property
-    def inconclusive(self) -> bool:
-        """FD never settled: no verdict either way."""
-        return not self.converged
 
 
 @dataclass(frozen=True)
@@ -451,7 +446,7 @@ class Trace:
     # a long program's backwards audited in full only by a cadence (gradcheck.observe.cadence): first, every,
     # backwards, audited; None when every backward was
     sampling: Mapping[str, int] | None = None
-    # --graph: one backward's dataflow (gradcheck.probes.flow_graph.FlowGraph.picture), labels only: the first
+    # --graph: one backward's dataflow (gradcheck.tape.flow_graph.FlowGraph.picture), labels only: the first
     # audited backward with a chain break or a changed input, else the first audited one; None when not asked for
     dataflow: object | None = None
     bridge: tuple[BridgeIssue, ...] = ()  # torch<->Warp bridge mistakes (gradcheck exec on a PyTorch program)
@@ -482,11 +477,6 @@ class Trace:
     def record(self, index: int) -> PassRecord | None:
         """The kept record of pass (or backward) ``index``."""
         return next((r for r in self.passes if r.index == index), None)
-
-    @property
-    def declared_params(self) -> bool:
-        """The program named its params (a scenario's params(), audit(params=...)): leaves are then not candidates."""
-        return any(p.role == DECLARED for p in self.params)
 
 
 def losses_repeat(losses, tolerance: float) -> bool:

@@ -3,7 +3,7 @@
 ``gradcheck run --blame`` re-runs a scenario's forward under a recorder; a program run by ``exec`` cannot be
 asked to run its forward again, so the values each launch ran on are copied as the program makes them: while the
 tape whose backward will be the Nth records (a fresh tape entered after backward N-1), every launch recorded on it
-is intercepted and its array arguments copied before it runs (gradcheck.probes.launch_record: copies only of
+is intercepted and its array arguments copied before it runs (gradcheck.rerun.launch_record: copies only of
 what changed, within the same memory budget). At backward N the copies are complete; the test itself waits until
 the program has used that backward's gradients (its next recording, its next backward, or its end), because only
 then does it know the params: the arrays the program updates from their gradients (an optimizer step), else the
@@ -50,7 +50,7 @@ class BlameWatch:
             return  # entered again: the same recording goes on
         if tape.launches:
             return
-        from gradcheck.probes.launch_record import LaunchRecorder
+        from gradcheck.rerun.launch_record import LaunchRecorder
 
         self._recorders[id(tape)] = (tape, LaunchRecorder())
 
@@ -78,12 +78,12 @@ class BlameWatch:
             )
             return
         recorder = entry[1]
-        from gradcheck.probes.launch_record import note_copies
+        from gradcheck.rerun.launch_record import note_copies
 
         note_copies(recorder, tape)
         recorder.loss_id = id(loss) if loss is not None else None
         started = time.perf_counter()
-        from gradcheck.probes.launch_check import check_recorded_functions
+        from gradcheck.rerun.launch_check import check_recorded_functions
 
         functions = check_recorded_functions(tape, recorder.functions)
         self._pending = (recorder, grads, functions, time.perf_counter() - started)
@@ -97,14 +97,14 @@ class BlameWatch:
         self._pending = None
         started = time.perf_counter()
         from gradcheck.model.options import FDOptions
-        from gradcheck.probes.launch_check import COPY_BUDGET_BYTES, check_launches
+        from gradcheck.rerun.launch_check import COPY_BUDGET_BYTES, check_launches
 
         trained = bool(params)  # the program updates params from their gradients (else: the leaves)
         if not params:
             params = recording_leaves(recorder)
         if recorder.loss_id is None and grads:  # backward(grads={array: seed}): the seeded arrays are the outputs
             recorder.seeds = tuple(grads)
-        from gradcheck.probes.warp_compat.runtime import no_active_tape
+        from gradcheck.warp_compat.runtime import no_active_tape
 
         with no_active_tape():  # the replays' own copies and launches are never the program's recording
             verdicts = [replace(v, trained=trained) for v in check_launches(recorder, list(params), FDOptions())]
@@ -157,7 +157,7 @@ class BlameHooks:
         program updated (none seen: the recording's leaves). Each test guards itself (observe.launch_tests)."""
         if not self.blame.pending:
             return
-        from gradcheck.probes.warp_compat.runtime import quiet
+        from gradcheck.warp_compat.runtime import quiet
 
         with self.ignoring(), quiet():
             self.blame.settle(self.book.params())

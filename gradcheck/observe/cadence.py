@@ -116,8 +116,8 @@ class AuditWindows:
         """A param's gradient went non-finite on a backward the cadence skipped: what can still be read after it
         (every gradient's statistics, what the tape reached) is recorded as an audited backward of its own, and
         the window after it is watched (the update that consumes it, the zero step)."""
+        from gradcheck.model.sites import caller_site
         from gradcheck.observe.iteration import Iteration
-        from gradcheck.probes.sites import caller_site
 
         self._arm()
         self.audited += 1
@@ -138,8 +138,8 @@ def sentinel_finite(params) -> bool:
     copy, ~5 µs for a thousand values); elsewhere the statistics kernel."""
     import numpy as np
 
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.warp_compat import is_float_array
 
     device_side = []
     for param in params:
@@ -152,7 +152,7 @@ def sentinel_finite(params) -> bool:
         else:
             device_side.append(grad)
     if device_side:
-        from gradcheck.probes.stats import gradient_stats
+        from gradcheck.measure.stats import gradient_stats
 
         return not any(s.nonfinite for s in gradient_stats(device_side))
     return True

@@ -3,7 +3,7 @@ an exploding adjoint started, and the picture ``--graph`` draws; before it, what
 
 Each is looked for only when there is something to explain (a param whose gradient is zero or absent, a gradient
 that holds NaN/Inf or exceeds --max-norm), once a param or kind, so a long run pays for it a few times at most:
-gradcheck.probes.chain_break, gradcheck.probes.backward_origin, gradcheck.probes.flow_graph do the work.
+gradcheck.diagnose.chain_break, gradcheck.diagnose.backward_origin, gradcheck.tape.flow_graph do the work.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gradcheck.model.options import DEFAULT_CHECKS
 from gradcheck.observe.iteration import Iteration
 from gradcheck.observe.row_reads import RowReadHooks
 from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
-from gradcheck.probes.warp_compat.runtime import active_tape, capturing
+from gradcheck.warp_compat.runtime import active_tape, capturing
 
 MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 
@@ -49,8 +49,8 @@ class Causes(RowReadHooks):
 
     def _final_norms(self) -> dict:
         """key → the value norm of each param now (one launch): vanishing asks whether the program moved it."""
+        from gradcheck.measure.liveness import readable
         from gradcheck.observe import values
-        from gradcheck.probes.liveness import readable
 
         found = {}
         with self._guard("final values"):
@@ -80,7 +80,7 @@ class Causes(RowReadHooks):
 
     def _host_read(self, array) -> None:
         if getattr(array, "ptr", None):
-            from gradcheck.probes.sites import caller_site
+            from gradcheck.model.sites import caller_site
 
             site = caller_site()
             self.unrecorded.host_read(array, site)
@@ -92,7 +92,7 @@ class Causes(RowReadHooks):
         if self._light or capturing():
             return
         with self._guard("copy"):
-            from gradcheck.probes.warp_compat import called_from_warp, is_array, program_site
+            from gradcheck.warp_compat import called_from_warp, is_array, program_site
 
             # indexed and fabric arrays have no one data pointer: no edge the walk could follow
             if is_array(dest) and is_array(src) and getattr(dest, "ptr", None) and getattr(src, "ptr", None):
@@ -104,8 +104,8 @@ class Causes(RowReadHooks):
 
     def _origins(self, tape, loss, grads, it: Iteration) -> None:
         """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by
-        bisection over the tape (gradcheck.probes.backward_origin); looked for at the first backward that shows it."""
-        from gradcheck.probes.backward_origin import backward_origin
+        bisection over the tape (gradcheck.diagnose.backward_origin); looked for at the first backward that shows it."""
+        from gradcheck.diagnose.backward_origin import backward_origin
 
         stats = [s for s in it.stats.values() if s is not None]
         wanted = []
@@ -121,7 +121,7 @@ class Causes(RowReadHooks):
 
     def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
         """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
-        from gradcheck.probes.flow_graph import FlowGraph
+        from gradcheck.tape.flow_graph import FlowGraph
 
         marked = bool(it.breaks or it.changed or it.origins)
         if self.dataflow is not None and (self._dataflow_marked or not marked):
@@ -134,7 +134,7 @@ class Causes(RowReadHooks):
     def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
         """Where the chain to the loss breaks, for each param (each leaf, when the program showed no param) whose
         gradient is zero or absent after this backward: looked for once a param, at most MAX_DIAGNOSED."""
-        from gradcheck.probes.chain_break import diagnose
+        from gradcheck.diagnose.chain_break import diagnose
 
         params = self.book.params()
         chosen = {id(a) for a in params} if params else None

@@ -12,10 +12,10 @@ def influence(tape, sources: list) -> dict[int, set[int]]:
     """id(array) → indices (into ``sources``) of the source arrays whose values reach it through the tape's launches
     and recorded copies, in recording order. A launch passes what it reads (its code loads the values) on to
     every argument it writes."""
-    from gradcheck.probes.replay_probe import arrays_of
-    from gradcheck.probes.warp_compat import (
+    from gradcheck.warp_compat import (
         argument_access,
         array_class,
+        arrays_of,
         kernel_argument_names,
         kernel_launches,
         recorded_functions,

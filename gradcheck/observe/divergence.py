@@ -146,8 +146,8 @@ def _with_step(run: GrowthRun, step: UpdateStep) -> GrowthRun:
 
 def _copy(index: int, array) -> _Copy | None:
     """x and g right after backward ``index``, in float64, before the program's update touches either."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.warp_compat import is_float_array
 
     grad = getattr(array, "grad", None)
     if grad is None or not is_float_array(array) or not readable(array) or not readable(grad):
@@ -161,7 +161,7 @@ def _measure(copy: _Copy, index: int, array) -> UpdateStep | None:
     """The update between the copied backward and backward ``index`` (the next one), or None (not comparable)."""
     import numpy as np
 
-    from gradcheck.probes.liveness import readable
+    from gradcheck.measure.liveness import readable
 
     if array is None or copy.index != index - 1 or not readable(array):
         return None
@@ -182,7 +182,7 @@ def _turn(before, array) -> float | None:
     target that moves away or a penalty that stiffens leaves the gradient pointing the same way."""
     import numpy as np
 
-    from gradcheck.probes.liveness import readable
+    from gradcheck.measure.liveness import readable
 
     grad = getattr(array, "grad", None)
     if grad is None or not readable(grad):

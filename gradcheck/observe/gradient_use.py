@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import ClearedGradient, GradientRewrite
-from gradcheck.probes.sites import caller_site, short
 
 
 @dataclass
@@ -101,7 +101,7 @@ class GradientUse:
         """``updates``: (param, grad) pairs this launch updates. Returns what ``after`` needs, or None."""
         if not self._produced:
             return None
-        from gradcheck.probes.warp_compat import argument_access
+        from gradcheck.warp_compat import argument_access
 
         by_ptr = {getattr(value, "ptr", None): label for label, value in arguments}
         touched = [p for key, p in self._produced.items() if key in by_ptr]
@@ -126,8 +126,8 @@ class GradientUse:
     def _consumes(self, p: _Produced, call) -> ClearedGradient | None:
         """The first update that reads ``p``'s gradient in this window: what it reads, if backward's gradient was
         cleared (all zero now, nonzero and finite then)."""
-        from gradcheck.probes.liveness import readable
-        from gradcheck.probes.stats import gradient_stats
+        from gradcheck.measure.liveness import readable
+        from gradcheck.measure.stats import gradient_stats
 
         if not (p.finite and p.norm > 0.0 and math.isfinite(p.norm)) or not readable(p.grad):
             return None  # nothing to lose (or a NaN gradient the program may clear to skip the step)

@@ -41,7 +41,7 @@ class Guarded:
         """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
         program's (a DanglingAdjointStop and the user's Ctrl-C go through). Warp's own chatter (loading gradcheck's
         kernels) is kept off the program's stdout meanwhile."""
-        from gradcheck.probes.warp_compat.runtime import quiet
+        from gradcheck.warp_compat.runtime import quiet
 
         self._depth += 1
         try:

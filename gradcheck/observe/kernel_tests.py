@@ -4,8 +4,8 @@ tested once on the values it really ran on.
 The class of bug users cannot see is a kernel whose adjoint is wrong while its forward is right (nested dynamic loops,
 a value set before a run-time loop, ``continue`` in a loop, a wrong ``@wp.func_grad``): the loss goes down, only more
 slowly. ``--blame`` tests every launch of one backward; this tests, by default, the *first audited launch of each
-distinct kernel* (gradcheck.probes.kernel_signature: again when its argument types change, or when a run-time loop it
-reads goes from at most one iteration to more), with the same per-launch machinery (gradcheck.probes.launch_check),
+distinct kernel* (gradcheck.source.kernel_signature: again when its argument types change, or when a run-time loop it
+reads goes from at most one iteration to more), with the same per-launch machinery (gradcheck.rerun.launch_check),
 so over a run every kernel is tested at a cost that does not grow with training length.
 
 How it copies what a launch ran on: the program's first fresh recording is copied whole (every launch's arguments,
@@ -78,14 +78,14 @@ class KernelTests:
     def on_tape_enter(self, tape, backwards_done: int) -> None:
         """A fresh recording starts: watched when its backward is audited, or when a lone failure waits for one.
         Not one recorded into a graph capture: nothing runs then (see ``captured``)."""
-        from gradcheck.probes.warp_compat import capturing
+        from gradcheck.warp_compat import capturing
 
         if id(tape) in self._recordings or tape.launches or capturing():
             return
         whole = not self._copied_whole or bool(self._lone)
         if not (whole or self.cadence.full(backwards_done + 1)):
             return
-        from gradcheck.probes.launch_record import LaunchRecorder
+        from gradcheck.rerun.launch_record import LaunchRecorder
 
         recorder = LaunchRecorder(TEST_BUDGET_BYTES, keep_going=True)
         self._drop_unfinished()
@@ -128,7 +128,7 @@ class KernelTests:
         """A forward captured into a graph, run again from copies before the graph's first replay (CUDA: its second):
         the first point its launches can be copied. Recorded whole, as a first recording; the callback for each
         launch (gradcheck.observe.rewrites.replay_captured)."""
-        from gradcheck.probes.launch_record import LaunchRecorder
+        from gradcheck.rerun.launch_record import LaunchRecorder
 
         recording = _Recording(LaunchRecorder(TEST_BUDGET_BYTES, keep_going=True), full=True)
         self._captured[id(tape)] = recording
@@ -205,7 +205,7 @@ class KernelTests:
     def _select(self, kernel, values, recording: _Recording):
         """The launch's test key when it is to be tested now (its kernel and argument types untested, a run-time
         loop iterating more than once for the first time, or a lone failure to test with its neighbours)."""
-        from gradcheck.probes.kernel_signature import signature
+        from gradcheck.source.kernel_signature import signature
 
         key, loops = signature(kernel, values)
         if any(k == key for _p, k in recording.selected):
@@ -231,8 +231,8 @@ class KernelTests:
     def _test(self, recording: _Recording, params) -> None:
         from gradcheck.model.options import FDOptions
         from gradcheck.observe.blame_watch import recording_leaves
-        from gradcheck.probes.launch_check import check_selected
-        from gradcheck.probes.warp_compat.runtime import no_active_tape
+        from gradcheck.rerun.launch_check import check_selected
+        from gradcheck.warp_compat.runtime import no_active_tape
 
         recorder = recording.recorder
         whole = recording.full and recorder.over_budget_at is None
@@ -265,7 +265,7 @@ class KernelTests:
 def _losses(recorder, tape, loss, grads) -> None:
     """What the recording's backward starts from: the copies on its tape (edges of the path), then its loss, the
     arrays ``grads=`` seeds, or, with neither, the arrays seeded by hand (``.grad.fill_``, or inside a graph)."""
-    from gradcheck.probes.launch_record import hand_seeded, note_copies
+    from gradcheck.rerun.launch_record import hand_seeded, note_copies
 
     note_copies(recorder, tape)
     recorder.loss_id = id(loss) if loss is not None else None
@@ -277,9 +277,9 @@ def _moved(recorder) -> bool:
     """Whether the program moved a leaf of the recording (an array with a gradient read before anything wrote it)
     since the recording read it, by any means (a kernel, ``w.assign(w.numpy() - lr * w.grad.numpy())``, torch): it
     trains through the recording. A test of a mechanism, a Jacobian probe, leave their inputs as they were."""
+    from gradcheck.measure.fingerprints import bytes_crc
+    from gradcheck.measure.liveness import readable
     from gradcheck.observe.blame_watch import recording_leaves
-    from gradcheck.probes.launch_record import bytes_crc
-    from gradcheck.probes.liveness import readable
 
     for leaf in recording_leaves(recorder):
         if not readable(leaf):  # memory the program may have freed is never read
@@ -295,8 +295,8 @@ def _moved(recorder) -> bool:
 
 def _has_neighbours(recorder, index: int) -> bool:
     """Whether the launch has neighbours its adjoint may be split with: the units a recording copied whole would
-    test it in (gradcheck.probes.launch_check)."""
-    from gradcheck.probes.launch_check import has_units
+    test it in (gradcheck.rerun.launch_check)."""
+    from gradcheck.rerun.launch_check import has_units
 
     return has_units(recorder.launches, recorder.launches[index])
 

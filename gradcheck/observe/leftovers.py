@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradcheck.measure.liveness import readable
+from gradcheck.measure.stats import StatsPlan
 from gradcheck.model.trace import Residue, Survivor
-from gradcheck.probes.liveness import readable
-from gradcheck.probes.stats import StatsPlan
 
 
 @dataclass

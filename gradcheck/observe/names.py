@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gradcheck.probes.naming import ArrayNames, walk
+from gradcheck.tape.naming import ArrayNames, walk
 
 MEMO = 65536  # names remembered past the walk that found them (a weak reference and a string each)
 
@@ -112,7 +112,7 @@ class Names:
         found = self.name(array)
         if found is not None:
             return found + suffix
-        from gradcheck.probes.warp_compat import first_use_label, tape_launches
+        from gradcheck.warp_compat import first_use_label, tape_launches
 
         if self.tape is not None:
             used = first_use_label(tape_launches(self.tape), array, suffix)

@@ -1,7 +1,7 @@
 """The one observer of a Warp program's autodiff: every driver shows it a program, every check reads its records.
 
 ``gradcheck run`` (a scenario's passes), ``gradcheck exec`` (an unmodified program) and ``gradcheck.audit()`` (a
-notebook, a test suite) all install this observer through gradcheck.probes.warp_compat.hooks and get the same
+notebook, a test suite) all install this observer through gradcheck.warp_compat.hooks and get the same
 evidence, iteration by iteration, for the same checks with the same severities. It sees:
 
 - a recording start and end (``with tape:``): write-after-read while it records (observe.rewrites), the arrays it
@@ -29,6 +29,8 @@ import contextlib
 import weakref
 from dataclasses import replace
 
+from gradcheck.measure.liveness import LIVENESS, readable
+from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.blame_watch import BlameHooks
@@ -37,6 +39,7 @@ from gradcheck.observe.causes import Causes
 from gradcheck.observe.gradient_use import GradientUse
 from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
+from gradcheck.observe.input_watch import InputWatches
 from gradcheck.observe.iteration import Iteration
 from gradcheck.observe.leftovers import Leftovers, classify_residue
 from gradcheck.observe.log import IterationLog
@@ -44,10 +47,7 @@ from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.rewrites import RewriteWatch
-from gradcheck.probes.input_watch import InputWatches
-from gradcheck.probes.liveness import LIVENESS, readable
-from gradcheck.probes.sites import caller_site, short
-from gradcheck.probes.warp_compat.runtime import active_tape, capturing
+from gradcheck.warp_compat.runtime import active_tape, capturing
 
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
@@ -68,8 +68,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         watch_inputs: bool = True,
         cadence: Cadence = ALL,
     ):
-        from gradcheck.probes.gradients import GradientReader
-        from gradcheck.probes.tape_arguments import TapeArguments
+        from gradcheck.measure.gradients import GradientReader
+        from gradcheck.tape.tape_arguments import TapeArguments
 
         super().__init__()
         self.device, self.ledger = device, ledger
@@ -111,7 +111,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
     def installed(self):
-        from gradcheck.probes.warp_compat import observed
+        from gradcheck.warp_compat import observed
 
         with observed(self):
             yield self
@@ -209,7 +209,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             "dataflow": self.dataflow,
         }
 
-    # -- hooks (gradcheck.probes.warp_compat.hooks.observed) ----------------------------------------------------
+    # -- hooks (gradcheck.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
         if self.blame is not None:
             self._blame_enter(tape)
@@ -238,7 +238,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         if self._light and not self.cadence.full(self.backwards + 1):
             return
         with self._guard("recording"):
-            from gradcheck.probes.warp_compat import backward_disabled, kernel_launches, tape_launches
+            from gradcheck.warp_compat import backward_disabled, kernel_launches, tape_launches
 
             self._recorded.add(tape)
 
@@ -410,7 +410,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
     def _after_backward(self, tape, loss, grads) -> None:
         import warp as wp
 
-        from gradcheck.probes.reachability import reachable_gradients
+        from gradcheck.tape.reachability import reachable_gradients
 
         with contextlib.suppress(Exception):
             wp.synchronize()
@@ -489,7 +489,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         it, self._it = self._it, None
         if it is None or it.backwards == 0 and not it.extra:
             return None
-        from gradcheck.probes.struct_audit import pointer_issue
+        from gradcheck.measure.struct_audit import pointer_issue
 
         if it.kept is None:
             it.settle_residue(self.leftovers.kept())

@@ -75,7 +75,7 @@ class ParamBook:
         """``array`` was updated from its gradient; True when that is news (a leaf or an unseen array)."""
         if id(array) in self._params:
             return False
-        from gradcheck.probes.sites import caller_site
+        from gradcheck.model.sites import caller_site
 
         leaf = self._current.pop(id(array), None)
         key = leaf[1] if leaf is not None else self._leaf_keys.get((id(array), getattr(array, "ptr", 0)))
@@ -129,10 +129,10 @@ class ParamBook:
 
 def tape_leaves(tape) -> list:
     """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves."""
-    from gradcheck.probes.replay_probe import arrays_of
-    from gradcheck.probes.warp_compat import (
+    from gradcheck.warp_compat import (
         argument_access,
         array_class,
+        arrays_of,
         is_float_array,
         kernel_argument_names,
         launch_io,
@@ -175,7 +175,7 @@ def updates(call, arguments, known: dict) -> list:
     gradient. Matched by memory, not by object: warp.optim is handed views (``trajectories.flatten()`` and
     ``trajectories.grad.flatten()``, new objects every step), so ``known`` (data pointer → array) maps a view to
     the array the program holds."""
-    from gradcheck.probes.warp_compat import argument_access, array_class, gradient_reader
+    from gradcheck.warp_compat import argument_access, array_class, gradient_reader
 
     array_type, grad_of = array_class(), gradient_reader()
     # type(), not isinstance: an object whose __class__ property claims wp.array (Warp's test_array_subclass) or a

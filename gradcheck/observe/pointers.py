@@ -1,5 +1,5 @@
 """Struct adjoint pointers, judged before each backward: the structs the tape uses and, when they matter, the
-program's own (gradcheck.probes.struct_audit does the judging; this decides what to look at)."""
+program's own (gradcheck.measure.struct_audit does the judging; this decides what to look at)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class PointerWatch:
 
     def audit(self, struct_roots: list, first: bool) -> list:
         """Stale and dangling pointers in the structs the tape uses and, when they matter, the program's own."""
-        from gradcheck.probes.struct_audit import StructAuditor, gradient_relevant, is_struct_array
+        from gradcheck.measure.struct_audit import StructAuditor, gradient_relevant, is_struct_array
 
         if not struct_roots and not first and not self._watch_held:
             return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from gradcheck.probes.sites import program_frames
+from gradcheck.model.sites import program_frames
 
 
 def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:

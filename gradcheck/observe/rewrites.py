@@ -4,13 +4,13 @@ Warp's backward replays each launch's forward code from the arrays' contents *at
 input a later launch overwrote (scratch memory shared by every step of a rollout, an in-place state update) is
 differentiated at the later values. Seen as the forward runs, from the launches themselves:
 
-- a launch *reads* an array when its code loads the array's values (gradcheck.probes.warp_compat.kernel_access):
+- a launch *reads* an array when its code loads the array's values (gradcheck.warp_compat.kernel_access):
   an array a launch only accumulates into (``wp.atomic_add(loss, 0, v)``) or only stores into is not read, since
   its adjoint never needs the old values back (Newton's diffsim examples accumulate every frame into one loss);
 - a later launch that may write an array read since its last write is fingerprinted before and after it runs;
   a changed fingerprint is a hazard, an unchanged one (forward kinematics recomputing the same ``body_q``) is
   listed as harmless, and so is a change the reader's adjoint cannot see: one that does not use the array's values
-  (``y = 2 x``, an FFT stage: gradcheck.probes.adjoint_dependence runs it twice on copies to tell).
+  (``y = 2 x``, an FFT stage: gradcheck.rerun.adjoint_dependence runs it twice on copies to tell).
 
 Cost: two fingerprints per (launch, array it rewrites after a read), nothing for arrays written once.
 """
@@ -30,7 +30,7 @@ class RewriteWatch:
         self._pairs: dict[tuple[int, str, str], list[int]] = {}  # (array, reader, writer) → [count, changed]
 
     def before(self, call, arguments) -> list:
-        from gradcheck.probes.warp_compat import argument_access
+        from gradcheck.warp_compat import argument_access
 
         access = argument_access(call.kernel)
         watched = []
@@ -41,8 +41,8 @@ class RewriteWatch:
         return watched
 
     def after(self, call, arguments, watched: list) -> None:
-        from gradcheck.probes.adjoint_dependence import adjoint_reads
-        from gradcheck.probes.warp_compat import argument_access
+        from gradcheck.rerun.adjoint_dependence import adjoint_reads
+        from gradcheck.warp_compat import argument_access
 
         writer = getattr(call.kernel, "key", str(call.kernel))
         for array, before in watched:
@@ -88,7 +88,7 @@ def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str
     adjoint test copies what it reads: a launch first seen inside a capture is tested from here)."""
     import warp as wp
 
-    from gradcheck.probes.warp_compat import (
+    from gradcheck.warp_compat import (
         kernel_argument_names,
         launch_reads,
         replayable_launches,
@@ -129,7 +129,6 @@ def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str
 
 
 def _arrays_of(value):
-    from gradcheck.probes.replay_probe import arrays_of
-    from gradcheck.probes.warp_compat import array_class
+    from gradcheck.warp_compat import array_class, arrays_of
 
     return arrays_of(value, array_class())

@@ -207,8 +207,8 @@ class RowReads:
                    in window.produced]  # fmt: skip
         if not touched:
             return []
-        from gradcheck.probes.warp_compat import argument_access
-        from gradcheck.probes.warp_compat.kernel_tree import kernel_function
+        from gradcheck.warp_compat import argument_access
+        from gradcheck.warp_compat.kernel_tree import kernel_function
 
         access = argument_access(call.kernel)
         written = {getattr(value, "ptr", None) for label, value in arguments if access.writes_to(label)} - {None}
@@ -262,7 +262,7 @@ def _same_computation(last: _Backward, tape) -> bool:
 
 
 def _signature(launches) -> tuple:
-    from gradcheck.probes.warp_compat import kernel_launches
+    from gradcheck.warp_compat import kernel_launches
 
     if not launches:
         return ()
@@ -332,7 +332,7 @@ class RowReadHooks:
         rows = self.rows
         if rows.watching:
             with self._guard("jacobian rows"):
-                from gradcheck.probes.sites import short
+                from gradcheck.model.sites import short
 
                 self._rows_keep([rows.read(array, f"{what} ({short(site)})", site, self.names.gradient_subject)])
 
@@ -341,7 +341,7 @@ class RowReadHooks:
         # after an update the next backward is a new iteration: no rows to read
         if rows.watching and not self._moved and rows.touches(arguments):
             with self._guard("jacobian rows"):
-                from gradcheck.probes.sites import short
+                from gradcheck.model.sites import short
 
                 site = call.site
                 key = getattr(call.kernel, "key", call.kernel)

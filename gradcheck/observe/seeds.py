@@ -17,7 +17,7 @@ def seeded_backward(loss, grads, label) -> SeededBackward | None:
     memory may have been freed, leaves its side unknown (None), never "not finite"."""
     if loss is not None or not grads:
         return None
-    from gradcheck.probes.stats import gradient_stats
+    from gradcheck.measure.stats import gradient_stats
 
     outputs, seeds = list(grads.keys()), list(grads.values())
     read_outputs, read_seeds = (side if _readable(side) else [] for side in (outputs, seeds))
@@ -32,8 +32,8 @@ def seeded_backward(loss, grads, label) -> SeededBackward | None:
 
 def _readable(arrays) -> bool:
     """Every array a float array whose memory gradcheck may read."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.warp_compat import is_float_array
 
     return bool(arrays) and all(
         getattr(a, "dtype", None) is not None and is_float_array(a) and readable(a) for a in arrays

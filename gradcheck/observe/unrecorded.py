@@ -62,8 +62,7 @@ class UnrecordedLog:
         self.events.clear()
 
     def launch(self, call, arguments, why: str) -> None:
-        from gradcheck.probes.replay_probe import arrays_of
-        from gradcheck.probes.warp_compat import argument_access, array_class, is_struct_instance
+        from gradcheck.warp_compat import argument_access, array_class, arrays_of, is_struct_instance
 
         array_type = array_class()
         access = argument_access(call.kernel)

@@ -1,8 +1,8 @@
 """What the observer reads off an array: a fingerprint of its bytes, device checksums and norms.
 
-Gradient and parameter values are read with the device statistics kernel (gradcheck.probes.stats: a few scalars per
+Gradient and parameter values are read with the device statistics kernel (gradcheck.measure.stats: a few scalars per
 buffer reach the host); fingerprints of arbitrary arguments (ints, structs) with a CRC of their bytes. An array
-whose memory the program may have freed (gradcheck.probes.liveness) is not read: None (checksum, fingerprint), NaN
+whose memory the program may have freed (gradcheck.measure.liveness) is not read: None (checksum, fingerprint), NaN
 (norm), or left out (the dicts): whoever compares values treats that as "not checked", never as "changed".
 """
 
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 
 def fingerprint(array) -> int | None:
-    from gradcheck.probes.liveness import readable_fingerprint
+    from gradcheck.measure.liveness import readable_fingerprint
 
     return readable_fingerprint(array)
 
 
 def checksum(array, device=None) -> int | None:
     """Bit-exact checksum: on the device for float arrays, a CRC of the bytes otherwise."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.stats import gradient_stats
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.measure.stats import gradient_stats
+    from gradcheck.warp_compat import is_float_array
 
     if not readable(array):
         return None
@@ -30,9 +30,9 @@ def checksum(array, device=None) -> int | None:
 
 def checksums(arrays) -> dict[int, int]:
     """id(array) → checksum, for the float arrays among ``arrays`` (one launch for all of them)."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.stats import gradient_stats
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.measure.stats import gradient_stats
+    from gradcheck.warp_compat import is_float_array
 
     floats = [a for a in arrays if is_float_array(a) and readable(a)]
     return {id(a): s.checksum for a, s in zip(floats, gradient_stats(floats))} if floats else {}
@@ -40,9 +40,9 @@ def checksums(arrays) -> dict[int, int]:
 
 def norm(array, device=None) -> float:
     """L2 norm over the finite values (NaN for a non-float array)."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.stats import gradient_stats
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.measure.stats import gradient_stats
+    from gradcheck.warp_compat import is_float_array
 
     if not is_float_array(array) or not readable(array):
         return float("nan")
@@ -51,9 +51,9 @@ def norm(array, device=None) -> float:
 
 def norms(arrays, device=None) -> dict[int, float]:
     """id(array) → L2 norm of its values, for the float arrays among ``arrays`` (one launch for all of them)."""
-    from gradcheck.probes.liveness import readable
-    from gradcheck.probes.stats import gradient_stats
-    from gradcheck.probes.warp_compat import is_float_array
+    from gradcheck.measure.liveness import readable
+    from gradcheck.measure.stats import gradient_stats
+    from gradcheck.warp_compat import is_float_array
 
     floats = [a for a in arrays if is_float_array(a) and readable(a)]
     return {id(a): s.norm for a, s in zip(floats, gradient_stats(floats, device=device))} if floats else {}

@@ -1,0 +1,274 @@
+"""The blame probe's forward: every launch recorded with copies of its array arguments as they were before it ran.
+
+Warp records a launch on the tape only after it ran, and later launches overwrite what it read; the per-launch
+test (gradcheck.rerun.unit_replay) needs the values each launch really ran on. So the probe forward intercepts
+every launch (gradcheck.warp_compat.intercepted_launches) and keeps a copy of each array argument whenever
+it changed since its last copy, within a memory budget (launches past it are listed as not checked). Two more
+recorded forwards give the program's own tangent of each launch's inputs (``record_tangents``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+from gradcheck.measure.fingerprints import bytes_crc
+from gradcheck.rerun.finite_diff import param_scale
+from gradcheck.rerun.launch_values import leaves
+
+COPY_BUDGET_BYTES = 1 << 30
+
+
+@dataclass
+class Launch:
+    index: int
+    kernel: object
+    dim: object
+    inputs: list
+    outputs: list
+    options: dict
+    pre: dict = field(default_factory=dict)  # id(array) → copy of its values before this launch
+    where: str | None = None
+    arrays_in: list = field(default_factory=list)  # every array the inputs reach (struct fields flattened)
+    arrays_out: list = field(default_factory=list)  # every array the outputs reach
+    reads: frozenset = frozenset()  # ids of arrays_in
+    writes: frozenset = frozenset()  # ids of arrays_out
+    captured: bool = False  # made while a CUDA graph was being captured: nothing could be copied
+    access_known: bool = False  # the kernel's source says which inputs it writes (in writes): no others change
+    accumulates: frozenset = frozenset()  # ids of arrays it only adds to (``a[i] += v``, atomic_add): never stores
+
+
+class LaunchRecorder:
+    """Records every launch of one forward with copies of its array arguments as they were before it ran."""
+
+    def __init__(self, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False, keep_going: bool = False):
+        self.inputs_only = inputs_only  # a tangent forward needs what each launch read, nothing it wrote
+        self.keep_going = keep_going  # past the budget, later launches that fit are still copied
+        self.launches: list[Launch] = []
+        self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
+        self.budget, self.used = budget, 0
+        self.over_budget_at: int | None = None
+        self.loss_id: int | None = None  # what forward() returned: read by whoever reads the loss
+        self.seeds: tuple = ()  # the arrays a backward(grads={array: seed}) seeded: each one a loss
+        self.copies: tuple = ()  # (launches before it, src, dest) of each copy on the tape (see note_copies)
+        self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
+
+    def recorded_func(self, index: int, arrays) -> None:
+        """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
+        are kept here per entry, with the first call site outside Warp."""
+        from gradcheck.model.sites import caller_site
+
+        self.functions[index] = (list(arrays), caller_site())
+
+    def before(self, kernel, dim, inputs, outputs, options, copy: bool = True) -> None:
+        """A launch about to run: recorded, with copies of its arguments unless ``copy`` is False (the default
+        adjoint test copies only the launches it tests, and every launch of a tape whose units it may test)."""
+        from gradcheck.warp_compat import capturing
+
+        launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
+        launch.arrays_in, launch.arrays_out = leaves(inputs), leaves(outputs)
+        launch.reads = frozenset(map(id, launch.arrays_in))
+        written = _inputs_written(kernel, inputs)
+        launch.access_known = written is not None
+        launch.writes = frozenset(map(id, launch.arrays_out + leaves(written or [])))
+        launch.accumulates = _accumulated(kernel, list(inputs) + list(outputs)) if written is not None else frozenset()
+        launch.where = options.get("where")  # the caller of wp.launch
+        if capturing():  # a copy now would be recorded into the program's graph, not made
+            launch.captured = True
+        elif copy and (self.over_budget_at is None or self.keep_going):
+            self._copy(launch)
+        self.launches.append(launch)
+
+    def _copy(self, launch: Launch) -> None:
+        """Copies of the launch's arguments that changed since their last copy (the rest shared). Over the budget:
+        none, and (unless ``keep_going``) none for any later launch either."""
+        import warp as wp
+
+        values = launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out
+        found, fresh = {}, {}
+        for value in values:
+            fp = bytes_crc(value)
+            known = self.latest.get(id(value))
+            if known is None or known[0] != fp:
+                fresh[id(value)] = (value, fp)
+            else:
+                found[id(value)] = known[1]
+        size = sum(int(getattr(value, "capacity", 0) or 0) for value, _fp in fresh.values())
+        if self.used + size > self.budget:
+            if self.over_budget_at is None:
+                self.over_budget_at = launch.index
+            return
+        self.used += size
+        for key, (value, fp) in fresh.items():
+            copy = wp.clone(value, requires_grad=False)
+            self.latest[key] = (fp, copy)
+            found[key] = copy
+        launch.pre = found
+
+
+def note_copies(recorder: LaunchRecorder, tape) -> None:
+    """The copies recorded on ``tape`` between its launches (``wp.copy``, ``wp.clone``, ``array.assign``), as
+    (launches before it, src, dest): edges of the data flow the gradient path follows (the Navier-Stokes tutorial
+    joins its time steps with them). Only when the recorder saw every kernel entry of the tape (else positions
+    would not match)."""
+    from gradcheck.warp_compat import recorded_copy, tape_launches
+
+    found, kernels = [], 0
+    for entry in tape_launches(tape):
+        if entry.__class__ is list:
+            kernels += 1
+            continue
+        pair = recorded_copy(entry) if callable(entry) else None
+        if pair is not None:
+            found.append((kernels, pair[1], pair[0]))
+    if kernels == len(recorder.launches):
+        recorder.copies = tuple(found)
+
+
+def hand_seeded(recorder: LaunchRecorder) -> tuple:
+    """The arrays the recording wrote whose ``.grad`` holds something before a backward with neither a loss nor
+    ``grads=``: the program seeded them by hand (``rollout_costs.grad.fill_(1.0)``), so they are its losses. Read
+    once, before that backward runs. None holds anything (the seeding is inside a captured graph, Newton's drone
+    example): the arrays the recording writes and nothing in it reads afterwards, its outputs."""
+    import numpy as np
+
+    from gradcheck.measure.liveness import readable
+
+    found = {}
+    for launch in recorder.launches:
+        for array in launch.arrays_out:
+            grad = getattr(array, "grad", None)
+            if grad is None or id(array) in found or not readable(grad):  # never memory the program may have freed
+                continue
+            if np.any(grad.numpy()):
+                found[id(array)] = array
+    if found:
+        return tuple(found.values())
+    # seeded where Python cannot see it (inside a captured graph): the arrays written that nothing later reads
+    sinks, read_later = {}, set()
+    for launch in reversed(recorder.launches):
+        for array in launch.arrays_out:
+            if id(array) not in read_later and getattr(array, "requires_grad", False):
+                sinks.setdefault(id(array), array)
+        read_later |= launch.reads
+    return tuple(sinks.values())
+
+
+def record_forward(scenario, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False):
+    """Run ``scenario.forward()`` under a tape with launches intercepted; returns (recorder, tape, loss). The
+    params decide what is tested (see ``gradient_path``): pass them to check_launches."""
+    import warp as wp
+
+    from gradcheck.warp_compat import intercepted_launches
+
+    recorder = LaunchRecorder(budget, inputs_only)
+    tape = wp.Tape()
+    record_func = tape.record_func
+
+    def recording_func(backward, arrays):
+        recorder.recorded_func(len(tape.launches), arrays)
+        return record_func(backward, arrays)
+
+    tape.record_func = recording_func  # on this instance only: wp.copy and user code find it as runtime.tape
+    with paused_gc(), intercepted_launches(recorder.before), tape:
+        loss = scenario.forward()
+    recorder.loss_id = id(loss)
+    note_copies(recorder, tape)
+    return recorder, tape, loss
+
+
+def record_tangents(
+    scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3, direction=None
+):
+    """launch index → {id(array): d(values before the launch) / dt} along a param direction (``direction``: the one
+    a finite-difference probe disagreed along, key → step; else random), from two more
+    recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
+    something else (a data-dependent launch sequence).
+
+    Why not a random direction per launch: launches are only ever evaluated on inputs the program can produce.
+    Newton's mass matrix is symmetric, its Cholesky reads one triangle and the solve's adjoint writes the
+    full-matrix convention: correct for every symmetric perturbation, wrong for a random one. The program's own
+    tangent keeps every such structure."""
+    import numpy as np
+
+    from gradcheck.rerun.launch_values import floats, has_floats
+    from gradcheck.warp_compat import is_float_array
+
+    rng = np.random.default_rng(seed)
+    params = {key: arr for key, arr in params.items() if is_float_array(arr)}
+    base_values = {key: arr.numpy().astype(np.float64) for key, arr in params.items()}
+    if direction:  # the param direction fd-mismatch disagreed along: its error is the sum of the launches'
+        direction = {
+            key: np.asarray(direction[key], dtype=np.float64).reshape(v.shape) if key in direction else 0.0 * v
+            for key, v in base_values.items()
+        }
+        size = math.sqrt(sum(float(np.sum(d * d)) for d in direction.values())) or 1.0
+        scale = math.sqrt(sum(param_scale(v) ** 2 for v in base_values.values()))
+        direction = {key: d * scale / size for key, d in direction.items()}
+    else:
+        direction = {key: param_scale(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
+    runs = []
+    for sign in (1.0, -1.0):
+        restore()
+        for key, arr in params.items():
+            arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
+        run, _tape, _loss = record_forward(scenario, recorder.budget, inputs_only=True)
+        runs.append(run)
+    restore()
+    plus, minus = runs
+    kernels = [launch.kernel for launch in recorder.launches]
+    if any([launch.kernel for launch in run.launches] != kernels for run in runs):
+        return None
+    tangents = {}
+    for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
+        # arguments match by position: the same launch in each run passes the same arrays
+        entry = {}
+        for value, v_up, v_down in zip(base.arrays_in, up.arrays_in, down.arrays_in):
+            if has_floats(value) and id(v_up) in up.pre and id(v_down) in down.pre:
+                a, b = floats(up.pre[id(v_up)]), floats(down.pre[id(v_down)])
+                if a.shape == b.shape:
+                    entry[id(value)] = (a - b) / (2 * step)
+        tangents[base.index] = entry
+    return tangents
+
+
+def _inputs_written(kernel, inputs) -> list | None:
+    """Inputs the kernel's source stores into (Warp's examples update state in place through ``inputs=``): the
+    inputs/outputs split is a convention, the syntax tree says what is written (None when it cannot tell)."""
+    from gradcheck.warp_compat import argument_access, kernel_argument_names
+
+    access = argument_access(kernel)
+    if not access.known:
+        return None
+    return [value for name, value in zip(kernel_argument_names(kernel), inputs) if name in access.writes]
+
+
+def _accumulated(kernel, values) -> frozenset:
+    """Ids of the plain array arguments the kernel writes only by accumulating (``a[i] += v``, ``wp.atomic_add``):
+    a value an earlier launch left there flows on through them (Newton's force kernels add into one ``body_f``)."""
+    from gradcheck.warp_compat import is_plain_array
+    from gradcheck.warp_compat import argument_access, kernel_argument_names
+
+    access = argument_access(kernel)
+    names = kernel_argument_names(kernel)
+    return frozenset(
+        id(value)
+        for name, value in zip(names, values)
+        if name in access.writes and name not in access.stores and is_plain_array(value)
+    )
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Python's cyclic collector off while inside (and back as it was): blame makes tens of thousands of Warp
+    arrays and launch objects, which trigger a full collection every few hundred; ~0.3 s of cartpole's 2.8 s."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
