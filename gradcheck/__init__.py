@@ -1,10 +1,12 @@
 """gradcheck: gradient diagnostics for NVIDIA Warp and Newton programs.
 
 The public surface is deliberately thin: ``gradcheck.check`` (a scenario), ``gradcheck.audit`` (code in this
-process, as ``gradcheck exec`` audits a program), ``gradcheck.testing`` and ``gradcheck.clip``, the result types and the errors a bad option raises. The pipeline lives in
-subpackages named for their role: ``cli`` → ``engine`` (runs scenarios) → ``scenario`` (finds and loads
-them), ``probes`` (everything that touches Warp at run time) and ``checks`` (Trace → Findings) →
-``model`` (frozen results, options, errors) → ``formats`` (Report → text).
+process, as ``gradcheck exec`` audits a program), ``gradcheck.testing`` and ``gradcheck.clip``, the result types and
+the errors a bad option raises. The pipeline lives in subpackages named for their job (docs/layout.md): ``cli`` →
+``engine`` (the drivers: a scenario's passes, or a program under ``exec``) → ``observe`` (the one observer, with
+``pytorch`` its torch side), working through ``diagnose``, ``rerun``, ``source``, ``measure``, ``tape`` and
+``warp_compat`` → a frozen Trace → ``checks`` (Trace → Findings) → ``model`` (frozen results, options, errors) →
+``formats`` (Report → text) → an exit code.
 """
 
 from gradcheck.model.errors import GradcheckError, ScenarioError, UsageError

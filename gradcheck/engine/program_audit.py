@@ -182,13 +182,13 @@ class ProgramAudit:
         self.observer = None
         self._ledger = None
         self._trace = None
-        self.torch = None  # the torch side (observe.torch_watch), once the program imports torch
+        self.torch = None  # the torch side (pytorch.watch), once the program imports torch
         self._torch_installed = None
         self._torch_note: str | None = None  # why torch's side was not audited (too old a torch)
 
     def start_torch(self) -> None:
         """The program imported torch: audit its backwards and the torch<->Warp bridge too (torch >=
-        probes.torch_compat.TORCH_MIN; else one note says why not)."""
+        pytorch.patches.TORCH_MIN; else one note says why not)."""
         import sys
 
         from gradcheck.pytorch.patches import unusable

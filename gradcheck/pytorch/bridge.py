@@ -6,7 +6,7 @@ is None); ``optimizer.zero_grad()`` (set_to_none) leaves a wrapper made earlier 
 holds; when ``.grad`` is None torch adopts a returned tensor without copying; Warp's backward zeroes an output's
 adjoint after reading it; and Warp's writes through these aliases do not bump torch's version counters, so
 autograd's own in-place check never fires. Wrappers are made afresh every step: everything is keyed by the torch
-tensor (its name, observe.torch_names), never by the wrapper.
+tensor (its name, pytorch.names), never by the wrapper.
 
 Found on an audited torch backward (``BridgeIssue``, judged by checks.torch_bridge):
 

@@ -7,7 +7,7 @@ here, as the Warp side sees Warp through gradcheck.warp_compat.hooks:
 - every optimizer's ``step`` (torch's global step pre/post hooks) and ``zero_grad``, and ``Module.zero_grad``;
 - optimizers as they are made (``Optimizer.__init__``): which tensors a program trains;
 - ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
-- ``wp.from_torch`` and ``wp.to_torch`` (patched by probes.warp_compat.torch_interop): which torch tensor and
+- ``wp.from_torch`` and ``wp.to_torch`` (patched by warp_compat.torch_interop): which torch tensor and
   Warp array share memory, and where.
 
 Nothing here changes what torch or Warp computes. torch older than ``TORCH_MIN`` lacks the global optimizer hooks:
@@ -53,7 +53,7 @@ def data_ptr(tensor) -> int:
 
 @contextlib.contextmanager
 def observed(watch):
-    """Install the hooks for ``watch`` (an observe.torch_watch.TorchWatch); every one is removed on exit."""
+    """Install the hooks for ``watch`` (an pytorch.watch.TorchWatch); every one is removed on exit."""
     import torch
     import torch.optim.optimizer as optimizer_module
 

@@ -1,5 +1,5 @@
 """The torch side's view of the optimizers: what they hold, what their steps move, and what their steps did to
-``.grad`` (a mixin of observe.torch_watch.TorchWatch).
+``.grad`` (a mixin of pytorch.watch.TorchWatch).
 
 - A tensor an optimizer holds and that requires grad is a parameter (role ``updated``); a frozen one
   (``requires_grad=False``, left in the optimizer as fine-tuning code does: torch skips it) is not.
@@ -10,7 +10,7 @@
   ``p.grad.zero_()``), it did no harm (a GAN's generator backward adds into the discriminator's stale ``.grad``,
   which the next ``optimizerD.zero_grad()`` clears).
 - A step that changed ``.grad`` (bit-exact fingerprints before and after) opens the read window
-  (observe.torch_reads), unless the step ran backwards of its own (LBFGS's closure) or is GradScaler's (a fused
+  (pytorch.reads), unless the step ran backwards of its own (LBFGS's closure) or is GradScaler's (a fused
   optimizer unscales ``.grad`` in place: what is read afterwards is the true gradient).
 - Only the thread that made the first audited backward is watched: torch's ``.grad`` is not safe to read while
   another thread's backward writes it.
@@ -42,7 +42,7 @@ class Steps:
         self._step_backwards = 0  # backwards counted when the step began (LBFGS runs its own inside the step)
         self._suspects: dict[int, tuple] = {}  # id(param) -> (Residue, weakref to that .grad, backward index)
         self._confirmed: list = []  # confirmed after their backward's record was closed: go into the next one
-        self.scaler_step = False  # inside GradScaler.step (probes.torch_compat)
+        self.scaler_step = False  # inside GradScaler.step (pytorch.patches)
         self._thread: int | None = None  # the thread audited (its first backward's)
         self.other_threads = False
 

@@ -4,12 +4,12 @@
 ``torch.autograd.Function``, or none at all) records, per backward, the same evidence the Warp side records and
 hands it to the same checks in the same records (gradcheck.model.trace): an iteration is one torch backward; a
 parameter is a tensor an optimizer holds (role ``updated``) or a leaf the loss reaches / a module parameter that
-requires grad (role ``leaf``); its gradient's statistics after backward (probes.torch_stats); leftovers across an
+requires grad (role ``leaf``); its gradient's statistics after backward (pytorch.stats); leftovers across an
 optimizer step (``Residue``: the step moved the params and nothing cleared ``.grad`` before the next backward, so
 this backward adds into it: several backwards between two steps are deliberate accumulation and not a
 boundary); gradients an optimizer step rewrote in place and the program read afterwards (``GradientRewrite``,
-observe.torch_reads); where the chain breaks when a gradient is missing (``ChainBreak``); and what goes wrong at
-the torch<->Warp bridge (observe.torch_bridge). Names are the program's (observe.torch_names).
+pytorch.reads); where the chain breaks when a gradient is missing (``ChainBreak``); and what goes wrong at
+the torch<->Warp bridge (pytorch.bridge). Names are the program's (pytorch.names).
 
 Cost: the cadence of the Warp side (observe.cadence) picks the backwards audited in full; the others cost a
 counter. A step of a program already on the Warp side counts as an update there too (the boundary of an iteration
@@ -61,7 +61,7 @@ class TorchWatch(Steps, Guarded):
         self.backwards = self.audited = 0
         self.notes: list[str] = []
         self.on_exit: list = []
-        self.attach_bridge = lambda: None  # set while installed (probes.torch_compat.observed)
+        self.attach_bridge = lambda: None  # set while installed (pytorch.patches.observed)
         self.warp = None  # the Warp side's observer, when the program uses Warp too
         self.devices: dict[str, None] = {}
         self.bridge = Bridge(self)
