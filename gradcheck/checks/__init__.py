@@ -1,6 +1,7 @@
 """The check registry: one module per check, one line each below.
 
-A check module defines ``NAME``, ``SUMMARY``, ``EXPLAIN`` and ``check(trace, options) -> tuple[Finding, ...]``;
+A check module satisfies ``CheckModule`` (checks/protocol.py): ``NAME``, ``SUMMARY``, ``EXPLAIN`` and
+``check(trace, options) -> tuple[Finding, ...]``;
 it reads only the Trace (plain data, the same records whoever drove the program), never Warp objects, and its
 thresholds from CheckOptions. It owns its severities: the same evidence gets the same severity under ``run``,
 ``exec`` and ``audit()``. A check that raises costs only itself: ``run_checks`` turns the exception into an
@@ -28,11 +29,12 @@ from gradcheck.checks import (
     write_after_read,
     zero_audit,
 )
+from gradcheck.checks.protocol import CheckModule
 from gradcheck.model.findings import Finding
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.trace import InternalError, Trace
 
-REGISTRY = (
+REGISTRY: tuple[CheckModule, ...] = (
     internal_error,
     dangling_adjoint,
     stale_adjoint,

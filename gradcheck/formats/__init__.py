@@ -1,8 +1,8 @@
 """Output formats: one module per format, one registry line per (document, format) a command can print.
 
 A document is what a command reports: a Report (run, blame, exec) or one of gradcheck.model.documents (explain,
-selftest, doctor, list, sweep, ci), told apart by its ``KIND``. A renderer is
-``render(document, *, color: bool, width: int, verbose: bool) -> str``. JUnit is offered where the result is a
+selftest, doctor, list, sweep, ci), told apart by its ``KIND``. A renderer satisfies ``Renderer``
+(formats/protocol.py): ``render(document, *, color: bool, width: int, verbose: bool) -> str``. JUnit is offered where the result is a
 pass/fail suite. A command checks its ``--format`` with :func:`check_supported` before anything runs.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 from gradcheck.formats import command_tables, json_format, junit, table
+from gradcheck.formats.protocol import Renderer
 from gradcheck.model.errors import UsageError
 
 
@@ -20,7 +21,7 @@ class OutputFormat(str, Enum):
     junit = "junit"
 
 
-RENDERERS = {
+RENDERERS: dict[str, dict[OutputFormat, Renderer]] = {
     "report": {
         OutputFormat.table: table.render,
         OutputFormat.json: json_format.render,
