@@ -1,7 +1,8 @@
 """``--graph FILE``: one backward's dataflow drawn as Graphviz dot with what is wrong marked on it.
 
-The renderer on hand-built pictures and findings (the marks each check's evidence makes, dot's escaping, the cut
-a rollout-sized picture gets), then end to end: ``gradcheck exec`` on the broken-chain training script (the
+The renderer on hand-built pictures and findings built with the checks' own evidence types (the marks each
+declares, dot's escaping, the cut a rollout-sized picture gets; tests/test_typed_evidence.py draws real check
+output), then end to end: ``gradcheck exec`` on the broken-chain training script (the
 enable_backward=False launch is the red break, the clean twin has no red), ``gradcheck run lights --fault
 backward-off`` to an .svg (drawn by dot, or the dot source beside it with one line saying so), and the usage
 errors. Every dot text is read back by a small parser of the subset the writer emits, so a quote or newline that
@@ -18,6 +19,11 @@ from dataclasses import fields
 import pytest
 from conftest import TESTS, cli
 
+from gradcheck.checks.adjoint_mismatch import AdjointMismatchEvidence
+from gradcheck.checks.changed_before_backward import ChangedBeforeBackwardEvidence
+from gradcheck.checks.explosion import NormExplosion
+from gradcheck.checks.missing_gradient import MissingParamGradient
+from gradcheck.checks.nonfinite import NonfiniteGradient
 from gradcheck.formats.dot_graph import MAX_NODES, RECENT_LAUNCHES, render, write_graph
 from gradcheck.model.dataflow import Dataflow, DataflowLink, DataflowNode
 from gradcheck.model.findings import Finding, Severity
@@ -107,22 +113,40 @@ CHAIN = Dataflow(
 )
 
 
-def finding(check, subject="offset.grad", severity=Severity.ERROR, **evidence):
+def finding(check, evidence, subject="offset.grad", severity=Severity.ERROR):
     return Finding(check, severity, subject, f"{check} on {subject}", "fix it", evidence)
 
 
-BREAK = finding(
-    "missing-gradient",
-    **{
-        "break": {
-            "cause": "no-backward",
-            "array": "offset",
-            "launch": "shift_forward_only (train.py:21)",
-            "index": 1,
-            "path": ["z", "loss"],
-        }
-    },
-)
+def broken(subject="offset.grad", **found) -> Finding:
+    """missing-gradient's evidence with the break ``found`` (cause, array, launch, index, path)."""
+    name = subject.removesuffix(".grad")
+    evidence = MissingParamGradient("all-zero", [name], [subject], 1, 1, "declared", chain_break=found)
+    return finding("missing-gradient", evidence, subject)
+
+
+def origin(check, **where) -> Finding:
+    """nonfinite's or explosion's evidence with an ``origin`` (index, kernel, site, array)."""
+    where = {"step": 1, "steps": 1, "array": None, "value": None} | where
+    if check == "nonfinite":
+        evidence = NonfiniteGradient(1, None, "declared", [1], [0], True, 1.0, True, False, None, ["offset.grad"],
+                                     where, [1.0], 1, [1], 1)  # fmt: skip
+    else:
+        evidence = NormExplosion(1e6, False, 2e6, False, 1, None, [1], 1, origin=where)
+    return finding(check, evidence)
+
+
+def blamed(launches, severity=Severity.ERROR) -> Finding:
+    evidence = AdjointMismatchEvidence(launches, len(launches), {}, [], "test", None, 0.0)
+    return finding("adjoint-mismatch", evidence, "launch #0 scale (train.py:20)", severity)
+
+
+def changed(subject, reader_indices=()) -> Finding:
+    evidence = ChangedBeforeBackwardEvidence([subject], [], 0, reader_indices, 1, None, 1, 1, [1])
+    return finding("changed-before-backward", evidence, subject)
+
+
+BREAK = broken(cause="no-backward", array="offset", launch="shift_forward_only (train.py:21)", index=1,
+               path=["z", "loss"])  # fmt: skip
 
 
 def test_each_node_looks_like_what_it_is_to_backward():
@@ -150,46 +174,14 @@ def test_the_chain_break_is_red_with_its_cause_on_the_link():
     ("marked", "key", "color"),
     [
         (
-            finding(
-                "nonfinite",
-                origin={
-                    "index": 2,
-                    "kernel": "squared_error",
-                    "site": "/w/train.py:22",
-                    "step": 3,
-                    "steps": 3,
-                    "array": "squared_error.z.grad",
-                },
-            ),
+            origin("nonfinite", index=2, kernel="squared_error", site="/w/train.py:22", array="squared_error.z.grad"),
             "az",
             "darkorange",
         ),
         # the tape position disagrees with the kernel (another backward's tape): kernel and site decide
-        (
-            finding("explosion", origin={"index": 0, "kernel": "shift_forward_only", "site": "/x/train.py:21"}),
-            "t1",
-            "darkorange",
-        ),
-        (
-            finding(
-                "adjoint-mismatch",
-                subject="launch #0 scale (train.py:20)",
-                launches=[{"index": 0, "kernel": "scale", "where": "/w/train.py:20", "status": "mismatch"}],
-            ),
-            "t0",
-            "red",
-        ),
-        (
-            finding(
-                "changed-before-backward",
-                subject="y",
-                arrays=["y"],
-                readers=["launch #1 shift_forward_only (train.py:21)"],
-            ),
-            "ay",
-            "purple",
-        ),
-        (finding("changed-before-backward", subject="y", arrays=["y"], readers=[], reader_indices=[1]), "ay", "purple"),
+        (origin("explosion", index=0, kernel="shift_forward_only", site="/x/train.py:21"), "t1", "darkorange"),
+        (blamed([{"index": 0, "kernel": "scale", "where": "/w/train.py:20", "status": "mismatch"}]), "t0", "red"),
+        (changed("y", reader_indices=[1]), "ay", "purple"),
     ],
 )
 def test_what_each_check_marks(marked, key, color):
@@ -205,19 +197,8 @@ def test_what_each_check_marks(marked, key, color):
 
 
 def test_a_mark_the_picture_cannot_place_draws_nothing_red():
-    elsewhere = finding(
-        "missing-gradient",
-        **{
-            "break": {
-                "cause": "outside-tape",
-                "array": "w",
-                "index": None,
-                "launch": "other (elsewhere.py:3)",
-                "path": [],
-            }
-        },
-    )
-    quiet = finding("adjoint-mismatch", severity=Severity.INFO, launches=[{"index": 0, "status": "split"}])
+    elsewhere = broken(cause="outside-tape", array="w", index=None, launch="other (elsewhere.py:3)", path=[])
+    quiet = blamed([{"index": 0, "status": "mismatch"}], severity=Severity.INFO)  # an info's launch is not marked
     assert RED not in render(CHAIN, [elsewhere, quiet])
 
 
@@ -227,19 +208,8 @@ def test_a_read_to_the_host_is_drawn_only_where_it_breaks_a_chain():
     printed = Dataflow(1, (*CHAIN.nodes, host, array("aq", "printed_only")), (*CHAIN.links, *extra), "al")
     nodes, _edges, _graph = parse(render(printed))
     assert "e9" not in nodes and "aq" not in nodes and "ay" in nodes  # a print moves nothing
-    broken = finding(
-        "missing-gradient",
-        **{
-            "break": {
-                "cause": "host-round-trip",
-                "array": "y",
-                "index": None,
-                "launch": "numpy() (train.py:10)",
-                "path": [],
-            }
-        },
-    )
-    nodes, edges, _graph = parse(render(printed, [broken]))
+    host_trip = broken(cause="host-round-trip", array="y", index=None, launch="numpy() (train.py:10)", path=[])
+    nodes, edges, _graph = parse(render(printed, [host_trip]))
     assert nodes["e9"]["color"] == "red"
     assert [a["label"] for s, t, a in edges if (s, t) == ("ay", "e9")] == ["host-round-trip"]
 
@@ -252,7 +222,7 @@ def test_labels_are_escaped_for_dot():
         links(("t0", "a0")),
         loss="a0",
     )
-    nodes, _edges, _graph = parse(render(picture, [finding("changed-before-backward", subject=odd, arrays=[odd])]))
+    nodes, _edges, _graph = parse(render(picture, [changed(odd)]))
     assert nodes["a0"]["label"] == 'state["q"] \\ x\nline two\n'
     assert nodes["t0"]["label"].startswith('k"\\\n')
 
@@ -266,20 +236,9 @@ def _rollout(launches: int) -> Dataflow:
 
 
 def test_a_large_picture_keeps_what_is_marked_and_says_what_it_left_out():
-    broken = finding(
-        "missing-gradient",
-        subject="states[0].grad",
-        **{
-            "break": {
-                "cause": "no-grad",
-                "array": "states[500]",
-                "launch": "step (sim.py:500)",
-                "index": 500,
-                "path": ["states[501]"],
-            }
-        },
-    )
-    nodes, _edges, _graph = parse(render(_rollout(1000), [broken]))
+    far = broken("states[0].grad", cause="no-grad", array="states[500]", launch="step (sim.py:500)", index=500,
+                 path=["states[501]"])  # fmt: skip
+    nodes, _edges, _graph = parse(render(_rollout(1000), [far]))
     assert len(nodes) <= MAX_NODES + 1 and nodes["t500"]["color"] == "red" and nodes["a500"]["color"] == "red"
     assert {"a0", "t0", "a499", "t499", "t501", "a502", "t999", "a1000"} <= set(nodes)  # the marks, the param, loss
     assert "t400" not in nodes and "t497" not in nodes

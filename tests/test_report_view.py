@@ -1,7 +1,8 @@
 """The table a person reads on one screen: findings of one check and one cause are one row (subjects worst
 first, the first few named, the rest counted, the fix said once), nothing leaves the view uncounted, and
-``verbose`` still shows every finding's full message. Then real runs: the built-in faults' default views fit
-one screen at 100 columns."""
+``verbose`` still shows every finding's full message. The findings are built with the checks' own evidence
+types (a renamed field fails here; tests/test_typed_evidence.py groups real check output). Then real runs: the
+built-in faults' default views fit one screen at 100 columns."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 import pytest
 from conftest import cli
 
+from gradcheck.checks.missing_gradient import MissingParamGradient
+from gradcheck.checks.vanishing import VanishingEvidence
+from gradcheck.checks.zero_audit import ZeroAuditEvidence
 from gradcheck.formats import table
 from gradcheck.formats.finding_groups import MAX_SHOWN, group_findings, measure
 from gradcheck.model.findings import Finding, Severity
@@ -24,6 +28,12 @@ SURVIVORS = 9  # zero-audit findings of one cause, more than MAX_SHOWN + 1 so th
 EXPLAIN = "(gradcheck explain {})"
 
 
+def _survived(subjects: list[str], norms: list[float]) -> ZeroAuditEvidence:
+    """zero-audit's evidence for a family of survivors (``subjects``), the worst's norms after each zero step."""
+    return ZeroAuditEvidence("scenario.zero(tape)", 1, norms, "kernel argument", [], subjects, len(subjects), [], None,
+                             1, None, [1, 2], 2)  # fmt: skip
+
+
 def _survivor(i: int, norm: float) -> Finding:
     return Finding(
         check="zero-audit",
@@ -31,7 +41,7 @@ def _survivor(i: int, norm: float) -> Finding:
         subject=f"solver.buffer_{i}.grad",
         message=f"nonzero after scenario.zero(tape) from pass 1 on: norm {norm:.4g}, 3 of 8 values (survivor {i})",
         hint=MISSED,
-        evidence={"zero_step": "scenario.zero(tape)", "norms_after_zero": [norm / 2, norm], "survivor_count": 1},
+        evidence=_survived([f"solver.buffer_{i}.grad"], [norm / 2, norm]),
     )
 
 
@@ -42,7 +52,7 @@ def _missing(subject: str, hint: str) -> Finding:
         subject=subject,
         message=f"gradient is exactly zero on every pass that ran (5) for {subject}",
         hint=hint,
-        evidence={"kind": "all-zero", "param_count": 1},
+        evidence=MissingParamGradient("all-zero", [subject.removesuffix(".grad")], [subject], 1, 1, "declared"),
     )
 
 
@@ -141,16 +151,17 @@ def test_a_short_subject_is_not_replaced_inside_other_words():
     assert len(group_findings([x, z])) == len((x, z))
 
 
-def test_the_number_comes_from_the_evidence_else_from_the_message():
+def test_the_number_comes_from_the_evidence_never_from_the_message():
     assert measure(SURVIVING[4]).text == "norm 900"
     loose = Finding("mystery", Severity.WARNING, "a.grad", "something odd: norm 2.5e+03 left over", "look")
-    assert measure(loose).text == "norm 2.5e+03"
-    assert measure(Finding("mystery", Severity.WARNING, "a.grad", "no number here", "look")) is None
+    assert measure(loose) is None  # evidence given as a mapping ranks nothing: no view guesses from text or keys
+    assert measure(Finding("mystery", Severity.WARNING, "a.grad", "m", "look", {"peak": 3.0})) is None
 
 
 def test_a_smaller_number_can_be_the_worse_one():
     def faint(subject, sensitivity):
-        return Finding("vanishing", Severity.WARNING, subject, "tiny", "rescale", {"sensitivity": sensitivity})
+        evidence = VanishingEvidence(sensitivity, 1e-9, 1.0, 1.0, 1.0, [1], [1e-9], [1.0], 1e-7, [subject])
+        return Finding("vanishing", Severity.WARNING, subject, "tiny", "rescale", evidence)
 
     (group,) = group_findings([faint("a.grad", 1e-9), faint("b.grad", 1e-14)])
     assert [m.finding.subject for m in group.members] == ["b.grad", "a.grad"]
@@ -163,7 +174,7 @@ def test_a_finding_for_a_family_says_how_many_arrays_it_stands_for():
         "states[1].body_f.grad",
         "100 arrays states[*].body_f.grad, worst shown: nonzero: norm 5000",
         MISSED,
-        {"survivor_count": 100, "norms_after_zero": [5000.0]},
+        _survived([f"states[{i}].body_f.grad" for i in range(100)], [5000.0]),
     )
     flat = " ".join(_view(_report([*SURVIVING, family])).split())
     assert f"{SURVIVORS + 1} findings, worst first: states[*].body_f.grad ×100 (norm 5e+03)" in flat

@@ -16,7 +16,7 @@ from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.report import Report, ScenarioResult
 from gradcheck.model.suppressions import Suppressions, parse_rules
 
-CHECKS = ("accumulation", "zero-audit", "nonfinite")
+CHECKS = ("accumulation", "zero-audit", "nonfinite", "write-after-read")
 RETAIN = str(ROOT / "tests" / "scenarios" / "retain_grad.py")  # --fault no-zero: accumulation x.grad (error),
 # zero-audit x.grad and y.grad (warnings)
 LOOP = str(ROOT / "tests" / "programs" / "exec" / "training_loop.py")  # --mistake new-tape-zero: the same three
@@ -145,16 +145,20 @@ def test_ci_ignores_too_and_says_how_many(tmp_path):
 
 
 def test_a_finding_that_stands_for_a_family_is_suppressed_by_any_member():
-    family = Finding(
-        "accumulation", Severity.ERROR, "controls[0].joint_f.grad", "m", "fix", evidence={"affected_count": 100}
-    )
+    """The subjects a finding covers are its evidence's (``Finding.subjects``); tests/test_typed_evidence.py does
+    the same on real run and exec output."""
+    from gradcheck.checks.accumulation import CarriedAccumulation
+    from gradcheck.checks.write_after_read import WriteAfterReadEvidence
+
+    members = [f"controls[{i}].joint_f.grad" for i in range(100)]
+    carried = CarriedAccumulation("carried", 2, None, members[:1], 1, [2], 1, members, False, 1.0)
+    family = Finding("accumulation", Severity.ERROR, members[0], "m", "fix", carried)
     single = _finding("accumulation", "controls[0].joint_f.grad")
     (rule,) = parse_rules(["accumulation:controls[5].joint_f.grad"], "--ignore", CHECKS)
     assert rule.matches(family) and not rule.matches(single)  # one array is itself only
-    listed = Finding(
-        "zero-audit", Severity.WARNING, "solver.J", "m", "fix", evidence={"arrays": ["solver.J", "solver.M"]}
-    )
-    (by_member,) = parse_rules(["zero-audit:solver.M"], "--ignore", CHECKS)
+    rewritten = WriteAfterReadEvidence(["solver.J", "solver.M"], 3, [], [])
+    listed = Finding("write-after-read", Severity.WARNING, "solver.*", "m", "fix", rewritten)
+    (by_member,) = parse_rules(["write-after-read:solver.M"], "--ignore", CHECKS)
     assert by_member.matches(listed)
 
 

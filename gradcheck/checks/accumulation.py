@@ -21,7 +21,9 @@ stateful-forward):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from gradcheck.model.evidence import Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import GRADS_SEEDS_NOT_ZEROED
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
@@ -79,6 +81,89 @@ _SHAPES = {
     "drift": "drifts without a k× pattern: stale intermediate gradients (custom adjoints, atomics into reused buffers) leak into backward",
     "collapse": "drops to zero after pass 1: a gradient buffer was consumed or replaced (e.g. a reused grads= seed)",
 }
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredAccumulation(Record):
+    """Pass k's gradient differs from pass 1's at fixed params (``gradcheck run``): the family's worst member's
+    norms and their shape; ``affected`` every member. Ranked by how much the last pass grew over the first."""
+
+    stateful_forward: bool
+    shape: str
+    first_diverging_pass: int | None
+    ratio_last_first: float
+    norms: tuple[float, ...]
+    coefficients: tuple[float, ...]
+    affected: tuple[str, ...]
+    affected_count: int
+    family_size: int
+    tolerance: float | None
+    uncleared_seeds: tuple[str, ...]
+    carriers: tuple[str, ...] | None = None  # the leftovers seen carrying it, when the observer saw them too
+    OPTIONAL = frozenset({"carriers"})
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.ratio_last_first, "last/1 ×{:.3g}")
+
+
+@dataclass(frozen=True, eq=False)
+class CarriedAccumulation(Record):
+    """A backward of a new iteration started with gradient an earlier one left (any program: ``exec``, ``audit()``,
+    and ``run`` when the observer saw it): ``first_iteration`` (also ``iteration``, its name before), the
+    ``carriers`` holding the leftover, ``affected`` the family's members."""
+
+    shape: str
+    first_iteration: int
+    site: str | None
+    carriers: tuple[str, ...]
+    left_by: int | None
+    iterations: tuple[int, ...]
+    count: int
+    affected: tuple[str, ...]
+    stateful_forward: bool
+    carried_norm: float  # the leftover's norm when the first such backward started
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.carried_norm, "norm {:.3g}")
+
+    def to_json(self) -> dict:
+        json = super().to_json()
+        return {"shape": json.pop("shape"), "iteration": self.first_iteration} | json  # exec's key until 0.1
+
+
+@dataclass(frozen=True, eq=False)
+class RowReadAccumulation(Record):
+    """A gradient read as the sum of differently seeded backwards of one computation (Jacobian rows read without a
+    zero between them): the read, the backwards each read summed (``iterations`` their later ones)."""
+
+    shape: str
+    site: str | None
+    reader: str
+    earlier_reader: str
+    backwards: tuple[tuple[int, int], ...]
+    count: int
+    seeds: str
+    carried_norm: float
+    read_norm: float
+    source_read: bool
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.carried_norm, "norm {:.3g}")
+
+    def to_json(self) -> dict:
+        later = [pair[1] for pair in self.backwards]
+        return super().to_json() | {"iteration": later[0] if later else None, "iterations": later}
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
@@ -144,18 +229,18 @@ def _row_finding(trace: Trace, subject: str, reads: list[CarriedRead]) -> Findin
             f"clear the gradient between backwards whose results you read one by one: tape.zero() after reading "
             f"each row (or {subject}.zero_()); to keep the running sum, take differences of consecutive reads"
         ),
-        evidence={
-            "shape": "rows",
-            "site": first.site,
-            "reader": first.reader,
-            "earlier_reader": first.earlier_reader,
-            "backwards": [[r.earlier, r.backward] for r in reads][:50],
-            "count": len(reads),
-            "seeds": first.seeds,
-            "carried_norm": first.carried_norm,
-            "read_norm": first.read_norm,
-            "source_read": not unread,
-        },
+        evidence=RowReadAccumulation(
+            shape="rows",
+            site=first.site,
+            reader=first.reader,
+            earlier_reader=first.earlier_reader,
+            backwards=[(r.earlier, r.backward) for r in reads][:50],
+            count=len(reads),
+            seeds=first.seeds,
+            carried_norm=first.carried_norm,
+            read_norm=first.read_norm,
+            source_read=not unread,
+        ),
     )
 
 
@@ -198,17 +283,18 @@ def _seen_finding(trace: Trace, subjects: list[str], carried: dict, family_size:
         hint=residue.fix
         or "zero every gradient the tape reaches between optimizer steps (tape.zero() after reading them, and "
         "the arrays it misses); zero-audit names what was left",
-        evidence={
-            "shape": "carried",
-            "first_iteration": record.index,
-            "site": record.site,
-            "carriers": sorted({r.subject for _rec, r in hits}),
-            "left_by": residue.left_by,
-            "iterations": [rec.index for rec, _r in hits][:50],
-            "count": len(hits),
-            "affected": subjects,
-            "stateful_forward": stateful,
-        },
+        evidence=CarriedAccumulation(
+            shape="carried",
+            first_iteration=record.index,
+            site=record.site,
+            carriers=sorted({r.subject for _rec, r in hits}),
+            left_by=residue.left_by,
+            iterations=[rec.index for rec, _r in hits][:50],
+            count=len(hits),
+            affected=subjects,
+            stateful_forward=stateful,
+            carried_norm=residue.norm,
+        ),
     )
 
 
@@ -220,7 +306,7 @@ def _with_carriers(finding: Finding, seen: list) -> Finding:
     return replace(
         finding,
         message=f"{finding.message}; carried by {shown}",
-        evidence={**finding.evidence, "carriers": carriers},
+        evidence=finding.evidence.extended(carriers=carriers),
     )
 
 
@@ -275,19 +361,19 @@ def _finding(trace: Trace, fam: str, members: list[ParamTrace], family_size: int
             if stateful
             else "call tape.zero() after reading gradients, not before backward; zero-audit names what it misses"
         ),
-        evidence={
-            "stateful_forward": stateful,
-            "shape": shape,
-            "first_diverging_pass": first,
-            "ratio_last_first": ratio,
-            "norms": list(norms),
-            "coefficients": [p.coef for p in worst.passes],
-            "affected": [m.subject for m in members],
-            "affected_count": len(members),
-            "family_size": family_size,
-            "tolerance": trace.tolerance,
-            "uncleared_seeds": seeds,
-        },
+        evidence=MeasuredAccumulation(
+            stateful_forward=stateful,
+            shape=shape,
+            first_diverging_pass=first,
+            ratio_last_first=ratio,
+            norms=norms,
+            coefficients=[p.coef for p in worst.passes],
+            affected=[m.subject for m in members],
+            affected_count=len(members),
+            family_size=family_size,
+            tolerance=trace.tolerance,
+            uncleared_seeds=seeds,
+        ),
     )
 
 

@@ -10,7 +10,10 @@ Featherstone Cholesky and solve): info, not a bug.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gradcheck.model import known_bugs
+from gradcheck.model.evidence import BlamedLaunch, Mark, Measure, Record, largest
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import COPY_ADJOINT_ASSIGNS
 from gradcheck.model.sites import short_site
@@ -292,11 +295,34 @@ def launch_label(verdict: LaunchVerdict) -> str:
     return f"launch #{verdict.index} {verdict.kernel}{where}"
 
 
-def _evidence(blame, verdicts, shown, warn) -> dict:
+@dataclass(frozen=True, eq=False)
+class AdjointMismatchEvidence(Record):
+    """The per-launch adjoint test's launches behind this finding (worst first, ten at most; ranked by the worst
+    relative error), how many launches the kernel made, every status's count, what was not checked and why."""
+
+    launches: tuple[dict, ...]
+    kernel_launches: int
+    all_launches: dict
+    not_checked: object
+    why: str
+    note: str | None
+    seconds: float
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(largest(self.launches, "rel_error"), "rel {:.3g}")
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        wrong = [v for v in self.launches if v.get("status") in ("mismatch", "assigns")]
+        return tuple(BlamedLaunch(v.get("kernel"), v.get("index"), v.get("where")) for v in wrong)
+
+
+def _evidence(blame, verdicts, shown, warn) -> AdjointMismatchEvidence:
     statuses: dict[str, int] = {}
     for v in blame.verdicts:
         statuses[v.status] = statuses.get(v.status, 0) + 1
-    return {
+    return AdjointMismatchEvidence(**{
         "launches": [
             {
                 "index": v.index,
@@ -322,4 +348,4 @@ def _evidence(blame, verdicts, shown, warn) -> dict:
         "why": blame.why,
         "note": blame.note,
         "seconds": blame.seconds,
-    }
+    })  # fmt: skip

@@ -13,6 +13,9 @@ on the first pass under ``gradcheck run`` (the default backward included).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import ChangedArrays, Mark, Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import Trace
@@ -45,12 +48,43 @@ Fix: change arrays only after backward (and after reading the gradients), or giv
 """
 
 
+@dataclass(frozen=True, eq=False)
+class ChangedBeforeBackwardEvidence(Record):
+    """Arrays (a family: ``arrays``) changed outside the tape's launches between the forward's read and backward:
+    the launches backward replays with the new values (``readers``, tape positions ``reader_indices``), the first
+    pass it happened on (also ``iteration``, exec's key until 0.1) and on how many (``count``, ``iterations``)."""
+
+    arrays: tuple[str, ...]
+    readers: tuple[str, ...]
+    reader_count: int
+    reader_indices: tuple[int, ...]
+    first_pass: int
+    site: str | None
+    count: int
+    iteration: int
+    iterations: tuple[int, ...]
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.arrays
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.count, "{} times")
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        return (ChangedArrays(self.arrays, self.reader_indices),)
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     seen: dict[str, tuple] = {}  # subject → (first record, the change, how many iterations)
+    passes: dict[str, list[int]] = {}
     for record in trace.passes:
         for change in record.changed:
             first, found, count = seen.get(change.subject, (record, change, 0))
             seen[change.subject] = (first, found, count + 1)
+            passes.setdefault(change.subject, []).append(record.index)
     findings = []
     for family, entries in group_by_family(list(seen.values()), key=lambda e: e[1].subject).items():
         record, first, count = entries[0]
@@ -71,15 +105,17 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 ),
                 hint=f"change {first.subject} only after tape.backward (and after reading gradients), or give the "
                 "forward a copy of it",
-                evidence={
-                    "arrays": [c.subject for c in members],
-                    "readers": list(first.readers),
-                    "reader_count": first.reader_count,
-                    "reader_indices": [first.first_reader] if first.first_reader is not None else [],
-                    "first_pass": record.index,
-                    "site": record.site,
-                    "count": count,
-                },
+                evidence=ChangedBeforeBackwardEvidence(
+                    arrays=[c.subject for c in members],
+                    readers=first.readers,
+                    reader_count=first.reader_count,
+                    reader_indices=[first.first_reader] if first.first_reader is not None else [],
+                    first_pass=record.index,
+                    site=record.site,
+                    count=count,
+                    iteration=record.index,
+                    iterations=passes[first.subject][:50],
+                ),
             )
         )
     return tuple(findings)

@@ -9,7 +9,10 @@ struct used by the tape holds such a pointer.
 
 from __future__ import annotations
 
-from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
+from dataclasses import dataclass
+
+from gradcheck.checks.pointer_issues import Sighting, pointer, seen_on, sightings
+from gradcheck.model.evidence import Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import STRUCT_GRAD_FREED
 from gradcheck.model.trace import Trace
@@ -60,6 +63,28 @@ _HINTS = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class DanglingAdjointEvidence(Record):
+    """A gradient pointer that points at freed memory: the pointer, its owner now, where it sits (``container``),
+    the passes it was seen before and those whose backward was skipped for it; ``iteration``/``site``/
+    ``iterations``/``count`` as exec said them until 0.1."""
+
+    kind: str
+    pointer: str
+    owner: str | None
+    in_tape: bool
+    passes: tuple[int, ...]
+    backward_skipped_passes: tuple[int, ...]
+    confidence: str
+    also_seen_at: tuple[str, ...]
+    container: str
+    upstream_bug: str | None
+    iteration: int | None
+    site: str | None
+    iterations: tuple[int, ...]
+    count: int
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(_finding(trace, s) for s in sightings(trace, NAME))
 
@@ -84,18 +109,19 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
         subject=issue.subject,
         message=message,
         hint=_HINTS[issue.container],
-        evidence={
-            "kind": issue.kind,
-            "pointer": pointer(issue.mirror),
-            "owner": issue.owner,
-            "in_tape": issue.in_tape,
-            "passes": s.passes,
-            "backward_skipped_passes": skipped if s.in_tape else [],
-            "confidence": _CONFIDENCE.get(issue.kind, _CONFIDENCE["unknown"]),
-            "also_seen_at": s.aliases,
-            "container": issue.container,
-            "upstream_bug": STRUCT_GRAD_FREED.issue if upstream else None,
-        },
+        evidence=DanglingAdjointEvidence(
+            kind=issue.kind,
+            pointer=pointer(issue.mirror),
+            owner=issue.owner,
+            in_tape=issue.in_tape,
+            passes=s.passes,
+            backward_skipped_passes=skipped if s.in_tape else [],
+            confidence=_CONFIDENCE.get(issue.kind, _CONFIDENCE["unknown"]),
+            also_seen_at=s.aliases,
+            container=issue.container,
+            upstream_bug=STRUCT_GRAD_FREED.issue if upstream else None,
+            **seen_on(trace, s),
+        ),
     )
 
 

@@ -19,11 +19,13 @@ Three rules, each read off the program's own evidence:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from gradcheck.model.evidence import Mark, Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.growth import GrowthRun
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
-from gradcheck.model.origins import first_origin, origin_evidence, origin_text
+from gradcheck.model.origins import first_origin, origin_evidence, origin_mark, origin_text
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.sites import short_site
 from gradcheck.model.trace import NormSample, ParamTrace, Trace
@@ -77,6 +79,67 @@ Fix: a smaller step size or learning rate, clipping, shorter horizons or windows
 """
 
 
+@dataclass(frozen=True, eq=False)
+class NormExplosion(Record):
+    """A param's gradient norm past --max-norm, or growing with the loss update after update (``divergence``):
+    the norms, the bound, the peak; ``origin`` the launch where it crosses the bound; ``iteration``/
+    ``iterations``/``count``: the backwards over the bound (exec's keys until 0.1; the peak's when none was)."""
+
+    max_norm: float
+    max_norm_given: bool
+    peak: float | None
+    tracks_loss: bool
+    iteration: int | None
+    site: str | None
+    iterations: tuple[int, ...]
+    count: int
+    norms: tuple[float, ...] | None = None
+    peak_at: int | None = None
+    loss_at_peak: float | None = None
+    ascent: bool | None = None
+    divergence: dict | None = None
+    origin: dict | None = None
+    OPTIONAL = frozenset({"norms", "peak_at", "loss_at_peak", "ascent", "divergence", "origin"})
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.peak, "norm {:.3g}")
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        return (origin_mark(self.origin, "the explosion"),) if self.origin else ()
+
+
+@dataclass(frozen=True, eq=False)
+class GrowthExplosion(Record):
+    """Last-pass norms along an indexed family (``family``): large at one end (``largest``), tiny at the other."""
+
+    family: str
+    norms: tuple[float, ...]
+    ratio: float
+    largest: str
+    smallest: str
+    growth_threshold: float
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.ratio, "×{:.3g}")
+
+
+def _over(trace: Trace, p: ParamTrace, peak: NormSample | None, options: CheckOptions) -> dict:
+    """The backwards whose norm was over --max-norm (or the peak's), and the site of the first."""
+    samples = (
+        [(q.index, q.norm) for q in p.passes if q.has_grad]
+        if trace.fixed_params
+        else [(h.backward, h.norm) for h in p.history]
+    )
+    over = [i for i, norm in samples if math.isfinite(norm) and norm > options.max_norm]
+    first = over[0] if over else (peak.backward if peak is not None else None)
+    record = trace.record(first) if first is not None else None
+    return {"iteration": first, "site": record.site if record is not None else None, "iterations": over[:50],
+            "count": len(over)}  # fmt: skip
+
+
 TRACKS = 10.0  # the relative gradient |g| / |loss| at the peak, at most this times its earlier median: a steep loss
 STEPS = 4  # growing steps between consecutive backwards that make a divergence: five iterations, as the smallest
 # run a user reads as one (the loss 5e8 → 4e29 in five iterations of a step past 2/L); the updates between are measured
@@ -113,7 +176,7 @@ def _judged(trace: Trace, p: ParamTrace, options: CheckOptions) -> Finding | Non
         ascent = run is not None and run.ascent > 0 and run.descent == 0  # every measured update along +g
         return _over_max_norm(trace, p, peak, options, ascent)
     if run is not None and not run.measured:
-        return _unmeasured(p, run, peak, options)  # grew as a divergence does, its updates unseen: no verdict
+        return _unmeasured(trace, p, run, peak, options)  # grew as a divergence does, its updates unseen: no verdict
     return None
 
 
@@ -133,15 +196,17 @@ def _descends(run: GrowthRun) -> bool:
     return run.measured >= 2 and run.descent == run.measured == run.overshoots and run.sizes_grew
 
 
-def _evidence(trace: Trace, p: ParamTrace, peak: NormSample | None, options: CheckOptions) -> dict:
-    return {
-        "norms": list(p.norms) if trace.fixed_params else [s.norm for s in p.history],
-        "max_norm": options.max_norm,
-        "max_norm_given": options.max_norm_given,
-        "peak": peak.norm if peak is not None else None,
-        "peak_at": peak.backward if peak is not None else None,
-        "loss_at_peak": peak.loss if peak is not None else None,
-    }
+def _evidence(trace: Trace, p: ParamTrace, peak: NormSample | None, options: CheckOptions, **more) -> NormExplosion:
+    return NormExplosion(
+        norms=list(p.norms) if trace.fixed_params else [s.norm for s in p.history],
+        max_norm=options.max_norm,
+        max_norm_given=options.max_norm_given,
+        peak=peak.norm if peak is not None else None,
+        peak_at=peak.backward if peak is not None else None,
+        loss_at_peak=peak.loss if peak is not None else None,
+        **_over(trace, p, peak, options),
+        **more,
+    )
 
 
 def _run_evidence(run: GrowthRun) -> dict:
@@ -184,11 +249,13 @@ def _divergence(trace: Trace, p: ParamTrace, run: GrowthRun, options: CheckOptio
         message=message,
         hint="lower the learning rate / step size until the loss falls, or clip the gradient "
         "(gradcheck.clip.clip_grad_norm)",
-        evidence=_evidence(trace, p, _peak(p), options) | {"tracks_loss": False, "divergence": _run_evidence(run)},
+        evidence=_evidence(trace, p, _peak(p), options, tracks_loss=False, divergence=_run_evidence(run)),
     )
 
 
-def _unmeasured(p: ParamTrace, run: GrowthRun, peak: NormSample | None, options: CheckOptions) -> Finding | None:
+def _unmeasured(
+    trace: Trace, p: ParamTrace, run: GrowthRun, peak: NormSample | None, options: CheckOptions
+) -> Finding | None:
     """A run that grew like a divergence whose updates gradcheck did not measure (a param too large to copy, one
     it could not read): no verdict, an info, so the user knows what to look at."""
     return Finding(
@@ -202,13 +269,14 @@ def _unmeasured(p: ParamTrace, run: GrowthRun, peak: NormSample | None, options:
             "grow): a diverging optimizer cannot be told from an objective meant to grow"
         ),
         hint="if the program minimises this loss, lower the step size or clip; nothing to fix if it is meant to grow",
-        evidence={
-            "max_norm": options.max_norm,
-            "max_norm_given": options.max_norm_given,
-            "tracks_loss": False,
-            "peak": peak.norm if peak is not None else None,
-            "divergence": _run_evidence(run),
-        },
+        evidence=NormExplosion(
+            max_norm=options.max_norm,
+            max_norm_given=options.max_norm_given,
+            tracks_loss=False,
+            peak=peak.norm if peak is not None else None,
+            divergence=_run_evidence(run),
+            **_over(trace, p, peak, options),
+        ),
     )
 
 
@@ -241,9 +309,15 @@ def _over_max_norm(trace: Trace, p: ParamTrace, peak: NormSample, options: Check
         hint="nothing to fix if the objective is meant to be steep (or to grow); else rescale it"
         if excused
         else "shorten the horizon, add damping, or clip (gradcheck.clip.clip_grad_norm / --clip-norm)",
-        evidence=_evidence(trace, p, peak, options)
-        | {"tracks_loss": tracked is not None, "ascent": ascent}
-        | ({"origin": origin_evidence(origin)} if origin is not None else {}),
+        evidence=_evidence(
+            trace,
+            p,
+            peak,
+            options,
+            tracks_loss=tracked is not None,
+            ascent=ascent,
+            origin=origin_evidence(origin) if origin is not None else None,
+        ),
     )
 
 
@@ -290,12 +364,12 @@ def _growth(fam: str, members: list[ParamTrace], options: CheckOptions) -> Findi
             "amplifies it"
         ),
         hint="shorten the horizon or optimise over windows, add damping, or clip per step (gradcheck.clip)",
-        evidence={
-            "family": fam,
-            "norms": norms,
-            "ratio": hi / lo,
-            "largest": members[hi_i].subject,
-            "smallest": members[lo_i].subject,
-            "growth_threshold": options.growth,
-        },
+        evidence=GrowthExplosion(
+            family=fam,
+            norms=norms,
+            ratio=hi / lo,
+            largest=members[hi_i].subject,
+            smallest=members[lo_i].subject,
+            growth_threshold=options.growth,
+        ),
     )

@@ -15,7 +15,9 @@ that fails correct code gets switched off.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from gradcheck.model.evidence import Measure, Record, largest
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import Probe, Trace
 
@@ -169,7 +171,7 @@ def _explained(finding: Finding, trace: Trace) -> Finding:
         finding,
         message=f"{finding.message}; likely cause: {cause}",
         hint=hint,
-        evidence={**finding.evidence, "cause": cause},
+        evidence=finding.evidence.extended(cause=cause),
     )
 
 
@@ -258,20 +260,45 @@ def _settled(probe: Probe) -> str:
     return f", converged over {len(probe.steps)} step sizes" if len(probe.steps) > 1 else ""
 
 
-def _evidence(fd) -> dict:
-    return {
-        "mode": fd.mode,
-        "max_direction_error": max((p.rel_error for p in fd.directions), default=None),
-        "directions": [_probe(p) for p in fd.directions],
-        "elements": [_probe(p) for p in sorted(fd.elements, key=lambda p: -p.rel_error)],
-        "rollouts": fd.rollouts,
-        "loss": fd.loss,
-        "noise_level": fd.noise_level,
-        "noise_floor": fd.noise_floor,
-        "converged": fd.converged,
-        "warn": fd.warn,
-        "error": fd.error,
-    }
+@dataclass(frozen=True, eq=False)
+class FDEvidence(Record):
+    """The finite-difference check's probes (``directions``, ``elements`` worst first) against the tape, the
+    loss's noise, the thresholds; ranked by the worst relative error; ``cause`` what other checks explain it by."""
+
+    mode: str
+    max_direction_error: float | None
+    directions: tuple[dict, ...]
+    elements: tuple[dict, ...]
+    rollouts: int
+    loss: float | None
+    noise_level: float | None
+    noise_floor: float | None
+    converged: bool | None
+    warn: float
+    error: float
+    cause: str | None = None
+    OPTIONAL = frozenset({"cause"})
+
+    @property
+    def rank(self) -> Measure | None:
+        errors = [largest(self.elements, "rel_error"), self.max_direction_error]
+        return Measure.of(largest([e for e in errors if e is not None]), "rel {:.3g}")
+
+
+def _evidence(fd) -> FDEvidence:
+    return FDEvidence(
+        mode=fd.mode,
+        max_direction_error=max((p.rel_error for p in fd.directions), default=None),
+        directions=[_probe(p) for p in fd.directions],
+        elements=[_probe(p) for p in sorted(fd.elements, key=lambda p: -p.rel_error)],
+        rollouts=fd.rollouts,
+        loss=fd.loss,
+        noise_level=fd.noise_level,
+        noise_floor=fd.noise_floor,
+        converged=fd.converged,
+        warn=fd.warn,
+        error=fd.error,
+    )
 
 
 def _probe(p: Probe) -> dict:

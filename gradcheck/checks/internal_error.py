@@ -8,6 +8,7 @@ report.
 
 from __future__ import annotations
 
+from gradcheck.model.evidence import InternalErrorEvidence
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import InternalError, Trace
 
@@ -38,5 +39,5 @@ def finding(error: InternalError) -> Finding:
         subject=error.component,
         message=f"{error.component} failed: {error.error}; the rest of the report is unaffected",
         hint="not a finding about your program: report it with `gradcheck doctor` and the traceback (--debug)",
-        evidence={"component": error.component, "error": error.error, "traceback": error.traceback},
+        evidence=InternalErrorEvidence(error.component, error.error, error.traceback),
     )

@@ -15,6 +15,9 @@ chain-break walk names the launch that passes it nothing, and the leaf gets that
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import ChainBreak, Mark, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.model.seeded import root_words
@@ -73,6 +76,67 @@ _NO_BUFFER = "no-buffer"
 _ALL_ZERO = "all-zero"
 
 
+def _marks(param: str, found) -> tuple[Mark, ...]:
+    """The chain break as ``--graph`` marks it (``found``: the ``break`` evidence)."""
+    if not found:
+        return ()
+    return (ChainBreak(param, found.get("cause") or "break", found.get("array"), found.get("launch"),
+                       found.get("index"), tuple(found.get("path") or ())),)  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class MissingParamGradient(Record):
+    """A param family's gradient is missing (``kind``: no-buffer or all-zero): its members (``params`` by name,
+    ``affected`` as subjects), its role, and where its chain to the loss breaks when that was found (``break``)."""
+
+    kind: str
+    params: tuple[str, ...]
+    affected: tuple[str, ...]
+    param_count: int
+    family_size: int
+    role: str | None
+    chain_break: dict | None = None
+    OPTIONAL = frozenset({"chain_break"})
+    KEYS = {"chain_break": "break"}
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        return _marks(self.params[0] if self.params else "", self.chain_break)
+
+
+@dataclass(frozen=True, eq=False)
+class MissingLeafGradient(Record):
+    """Leaves (arrays that require grad, nothing updates) with no or an all-zero gradient, listed in one info
+    (``subjects``), or one leaf whose values reach the loss with the break that explains it; ``iteration`` and
+    ``site``: the first backward they took part in."""
+
+    kind: str
+    leaves: tuple[str, ...]
+    role: str | None
+    iteration: int | None
+    site: str | None
+    chain_break: dict | None = None
+    OPTIONAL = frozenset({"chain_break"})
+    KEYS = {"leaves": "subjects", "chain_break": "break"}
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.leaves
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        return _marks(self.leaves[0].removesuffix(".grad") if self.leaves else "", self.chain_break)
+
+
+def _first_backward(trace: Trace) -> tuple[int | None, str | None]:
+    ran = [r for r in trace.passes if not r.backward_skipped] or list(trace.passes)
+    return (ran[0].index, ran[0].site) if ran else (None, None)
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     skipped = {r.index for r in trace.passes if r.backward_skipped}
     ran = [r.index for r in trace.passes if not r.backward_skipped]
@@ -113,6 +177,7 @@ def _leaves(trace: Trace, zero: list[ParamTrace]) -> list[Finding]:
     reached = [p for p in zero if p.name in breaks and breaks[p.name].cause not in _NOT_REACHED]
     findings = [_reached_leaf(trace, p, breaks[p.name], root) for p in reached]
     return findings + _leaf_info(
+        trace,
         [p for p in zero if p not in reached],
         _ALL_ZERO,
         lambda n, shown: (
@@ -148,7 +213,9 @@ def _reached_leaf(trace: Trace, leaf: ParamTrace, cause, root: str) -> Finding:
         message=f"{leaf.subject} (a leaf nothing updates) is exactly zero after every {trace.unit} it took part in, "
         f"though its values reach {root}; {lead} {cause.detail}",
         hint=cause.fix,
-        evidence={"kind": _ALL_ZERO, "subjects": [leaf.subject], "role": leaf.role, "break": _break_evidence(cause)},
+        evidence=MissingLeafGradient(
+            _ALL_ZERO, [leaf.subject], leaf.role, *_first_backward(trace), chain_break=_break_evidence(cause)
+        ),
     )
 
 
@@ -156,6 +223,7 @@ def _unreached(trace: Trace, absent: list[ParamTrace]) -> list[Finding]:
     """One info for the leaves whose ``.grad`` stayed None (a torch tensor that requires grad, held by no
     optimizer, that no backward reached: a frozen or unused part of a model). A Warp leaf always has a buffer."""
     return _leaf_info(
+        trace,
         absent,
         _NO_BUFFER,
         lambda n, shown: (
@@ -167,7 +235,7 @@ def _unreached(trace: Trace, absent: list[ParamTrace]) -> list[Finding]:
     )
 
 
-def _leaf_info(leaves: list[ParamTrace], kind: str, message, hint: str) -> list[Finding]:
+def _leaf_info(trace: Trace, leaves: list[ParamTrace], kind: str, message, hint: str) -> list[Finding]:
     """One info listing ``leaves`` (the first five by name); ``message(count, shown)``."""
     if not leaves:
         return []
@@ -180,7 +248,7 @@ def _leaf_info(leaves: list[ParamTrace], kind: str, message, hint: str) -> list[
             subject=subjects[0],
             message=message(len(subjects), shown),
             hint=hint,
-            evidence={"kind": kind, "subjects": subjects, "role": "leaf"},
+            evidence=MissingLeafGradient(kind, subjects, "leaf", *_first_backward(trace)),
         )
     ]
 
@@ -252,15 +320,15 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         subject=first.subject,
         message=message,
         hint=hint,
-        evidence={
-            "kind": kind,
-            "params": [m.name for m in members],
-            "affected": [m.subject for m in members],
-            "param_count": len(members),
-            "family_size": family_size,
-            "role": first.role,
-        }
-        | ({"break": _break_evidence(cause)} if cause is not None else {}),
+        evidence=MissingParamGradient(
+            kind=kind,
+            params=[m.name for m in members],
+            affected=[m.subject for m in members],
+            param_count=len(members),
+            family_size=family_size,
+            role=first.role,
+            chain_break=_break_evidence(cause) if cause is not None else None,
+        ),
     )
 
 

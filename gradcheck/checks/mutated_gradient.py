@@ -22,6 +22,9 @@ corner) or a gradient the program wrote itself is the program's own: silent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.sites import short_site
@@ -73,6 +76,58 @@ Fix: zero the gradients after the update consumed them.
 """
 
 
+@dataclass(frozen=True, eq=False)
+class _Mutated(Record):
+    """What both kinds share: the first pass (also ``iteration`` and its ``site``), the norm backward produced
+    (ranked by it), the passes it happened on (``iterations``, ``count``), the family's members (``affected``), and
+    the gradient's norm per such pass as backward left it and as it was read (``backward_norms``,
+    ``readout_norms``: the keys before 0.1)."""
+
+    first_pass: int
+    produced_norm: float
+    iterations: tuple[int, ...]
+    affected: tuple[str, ...]
+    iteration: int
+    site: str | None
+    count: int
+    backward_norms: tuple[float, ...]
+    readout_norms: tuple[float | None, ...]
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.produced_norm, "norm {:.3g}")
+
+
+@dataclass(frozen=True, eq=False)
+class RewrittenGradient(_Mutated):
+    """The optimizer step (``writer``) rewrote the gradient in place before ``reader`` read it (``read_norm``)."""
+
+    writer: str = ""
+    reader: str = ""
+    read_norm: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class ClearedGradient(_Mutated):
+    """The gradient was cleared (by ``clearer``; None: a write not seen as a zero step) before ``update`` read it."""
+
+    kind: str = "cleared-before-update"
+    clearer: str | None = None
+    update: str = ""
+
+
+def _common(record, first, members, subjects: list[str], read) -> dict:
+    mine = [hit for _rec, hit in members if hit.subject == first.subject]
+    return {"first_pass": record.index, "produced_norm": first.produced_norm,
+            "iterations": [rec.index for rec, _hit in members][:50], "affected": subjects, "iteration": record.index,
+            "site": record.site, "count": len(members), "backward_norms": [h.produced_norm for h in mine][:50],
+            "readout_norms": [read(h) for h in mine][:50]}  # fmt: skip
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return _rewritten(trace) + _cleared(trace)
 
@@ -104,15 +159,12 @@ def _rewritten(trace: Trace) -> tuple[Finding, ...]:
                 ),
                 hint="read or copy gradients before the optimizer step (torch's foreach SGD with momentum, and "
                 "optimizers such as ScheduleFree, rewrite .grad in place), or give the optimizer its own state buffers",
-                evidence={
-                    "first_pass": record.index,
-                    "writer": first.writer,
-                    "reader": first.reader,
-                    "produced_norm": first.produced_norm,
-                    "read_norm": first.read_norm,
-                    "iterations": [rec.index for rec, _r in members][:50],
-                    "affected": subjects,
-                },
+                evidence=RewrittenGradient(
+                    writer=first.writer,
+                    reader=first.reader,
+                    read_norm=first.read_norm,
+                    **_common(record, first, members, subjects, lambda hit: hit.read_norm),
+                ),
             )
         )
     return tuple(findings)
@@ -142,15 +194,11 @@ def _cleared(trace: Trace) -> tuple[Finding, ...]:
                 ),
                 hint="zero the gradients after the update consumed them (move the zero step after the optimizer "
                 "step: tape.backward(loss); optimizer.step(...); tape.zero())",
-                evidence={
-                    "kind": "cleared-before-update",
-                    "first_pass": record.index,
-                    "clearer": first.clearer,
-                    "update": first.update,
-                    "produced_norm": first.produced_norm,
-                    "iterations": [rec.index for rec, _c in members][:50],
-                    "affected": subjects,
-                },
+                evidence=ClearedGradient(
+                    clearer=first.clearer,
+                    update=first.update,
+                    **_common(record, first, members, subjects, lambda hit: 0.0),
+                ),
             )
         )
     return tuple(findings)

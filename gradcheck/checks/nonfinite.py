@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gradcheck.model.evidence import Mark, Measure, Record
 from gradcheck.model.findings import Finding, Severity
-from gradcheck.model.origins import first_origin, origin_evidence, origin_text
+from gradcheck.model.origins import first_origin, origin_evidence, origin_mark, origin_text
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
 from gradcheck.model.trace import ParamTrace, PassRecord, Trace
 
@@ -65,6 +66,56 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(findings)
 
 
+@dataclass(frozen=True, eq=False)
+class NonfiniteGradient(Record):
+    """A param family's gradient holds NaN/Inf: the worst member's counts per pass (``nan``, ``inf``), whether
+    the forward was finite, the first backward launch that made it (``origin``), ``affected`` every member;
+    ``iteration``/``iterations``/``count``: the passes it showed on (exec's keys until 0.1)."""
+
+    first_pass: int
+    site: str | None
+    role: str | None
+    nan: tuple[int, ...]
+    inf: tuple[int, ...]
+    loss_finite: bool
+    loss: float | None
+    forward_finite: bool | None
+    one_shot: bool
+    seeded: tuple[str, ...] | None
+    affected: tuple[str, ...]
+    origin: dict | None
+    losses: tuple[float | None, ...]
+    iteration: int
+    iterations: tuple[int, ...]
+    count: int
+    OPTIONAL = frozenset({"seeded", "origin"})
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def rank(self) -> Measure | None:
+        if not (self.nan and self.inf):
+            return None
+        return Measure.of(self.nan[-1] + self.inf[-1], "{} non-finite")
+
+    @property
+    def marks(self) -> tuple[Mark, ...]:
+        return (origin_mark(self.origin, "NaN/Inf"),) if self.origin else ()
+
+
+@dataclass(frozen=True, eq=False)
+class NonfiniteLoss(Record):
+    """The loss is not finite while every gradient is: the first pass it showed on and every pass's loss."""
+
+    first_pass: int
+    losses: tuple[float | None, ...]
+    iteration: int
+    iterations: tuple[int, ...]
+    count: int
+
+
 def _loss_finding(trace: Trace) -> list[Finding]:
     """Finite gradients of a loss that is not finite."""
     bad = [i for i, r in enumerate(trace.passes) if r.loss is not None and not math.isfinite(r.loss)]
@@ -81,7 +132,13 @@ def _loss_finding(trace: Trace) -> list[Finding]:
             f"{unit} {trace.passes[first].index}) while every gradient is finite: the bad term is one no param reaches",
             hint="look for a term of the loss that does not depend on the params: a NaN constant, an uninitialised "
             "or stale buffer added to the loss; --trace-nonfinite names the first operation that produced it",
-            evidence={"first_pass": trace.passes[first].index, "losses": [r.loss for r in trace.passes]},
+            evidence=NonfiniteLoss(
+                first_pass=trace.passes[first].index,
+                losses=[r.loss for r in trace.passes],
+                iteration=trace.passes[first].index,
+                iterations=[trace.passes[i].index for i in bad][:50],
+                count=len(bad),
+            ),
         )
     ]
 
@@ -144,6 +201,7 @@ def _severity(worst: ParamTrace, forward: _Forward, one_shot: bool) -> Severity:
 def _finding(
     trace: Trace, fam: str, members: list[ParamTrace], family_size: int, worst: ParamTrace, one_shot: bool
 ) -> Finding:
+    bad = [q.index for q in worst.passes if q.has_grad and q.nonfinite]
     record = next(q for q in worst.passes if q.has_grad and q.nonfinite)
     first = record.index
     at = trace.record(first)
@@ -175,18 +233,22 @@ def _finding(
         else "find where the forward first makes a NaN/Inf (the inputs, a division by zero, log or sqrt of a "
         "non-positive value, an overflow); --trace-nonfinite names the first Warp operation that produced it, "
         "torch.autograd.detect_anomaly(check_nan=True) the first torch one",
-        evidence={
-            "first_pass": first,
-            "site": at.site if at is not None else None,
-            "role": worst.role,
-            "nan": [q.nan for q in worst.passes],
-            "inf": [q.inf for q in worst.passes],
-            "loss_finite": forward.loss is not None,
-            "loss": forward.loss,
-            "forward_finite": forward.finite,
-            "one_shot": one_shot,
-        }
-        | ({"seeded": list(at.seeded.outputs)} if at is not None and at.seeded is not None else {})
-        | {"affected": [m.subject for m in members]}
-        | ({"origin": origin_evidence(origin)} if origin is not None else {}),
+        evidence=NonfiniteGradient(
+            first_pass=first,
+            site=at.site if at is not None else None,
+            role=worst.role,
+            nan=[q.nan for q in worst.passes],
+            inf=[q.inf for q in worst.passes],
+            loss_finite=forward.loss is not None,
+            loss=forward.loss,
+            forward_finite=forward.finite,
+            one_shot=one_shot,
+            seeded=list(at.seeded.outputs) if at is not None and at.seeded is not None else None,
+            affected=[m.subject for m in members],
+            origin=origin_evidence(origin) if origin is not None else None,
+            losses=[r.loss for r in trace.passes],
+            iteration=first,
+            iterations=bad[:50],
+            count=len(bad),
+        ),
     )

@@ -50,5 +50,12 @@ def sightings(trace: Trace, check: str) -> list[Sighting]:
     return kept
 
 
+def seen_on(trace: Trace, s: Sighting) -> dict:
+    """The passes a pointer issue was seen before (``iteration`` the first, its ``site``; exec's keys until 0.1)."""
+    first = s.passes[0] if s.passes else None
+    site = next((r.site for r in trace.passes if r.index == first), None)
+    return {"iteration": first, "site": site, "iterations": s.passes[:50], "count": len(s.passes)}
+
+
 def pointer(value: int) -> str:
     return f"0x{value:x}" if value else "null"

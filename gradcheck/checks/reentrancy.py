@@ -7,6 +7,9 @@ first. The finding names the arrays whose forward values backward changed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import Trace
@@ -27,6 +30,20 @@ Fix: run backward once per recorded forward; give shared scratch one copy per st
 """
 
 
+@dataclass(frozen=True, eq=False)
+class ReentrancyEvidence(Record):
+    """A second backward on the same tape changed the gradients by ``relative_difference`` (ranked by it): the
+    arrays backward overwrote and the launches that did."""
+
+    relative_difference: float
+    changed_during_backward: tuple[str, ...]
+    launches: object
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.relative_difference, "rel {:.3g}")
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     replay = trace.replay
     if replay is None or replay.skipped or not replay.reentrant:
@@ -44,10 +61,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 f"backward overwrote the forward values of {len(replay.changed_during_backward)} arrays: {shown}"
             ),
             hint="run backward once per recorded forward, and give shared scratch buffers one copy per step",
-            evidence={
-                "relative_difference": replay.grad_diff,
-                "changed_during_backward": list(replay.changed_during_backward),
-                "launches": replay.launches,
-            },
+            evidence=ReentrancyEvidence(
+                relative_difference=replay.grad_diff,
+                changed_during_backward=replay.changed_during_backward,
+                launches=replay.launches,
+            ),
         ),
     )

@@ -10,7 +10,10 @@ on the old array (nested structs are copied on assignment).
 
 from __future__ import annotations
 
-from gradcheck.checks.pointer_issues import Sighting, pointer, sightings
+from dataclasses import dataclass
+
+from gradcheck.checks.pointer_issues import Sighting, pointer, seen_on, sightings
+from gradcheck.model.evidence import Measure, Record, largest
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import Trace
 
@@ -52,6 +55,32 @@ _WHAT = {
 _WRITES_OLD = ("orphan-grad", "replaced-grad")
 
 
+@dataclass(frozen=True, eq=False)
+class StaleAdjointEvidence(Record):
+    """A struct's mirror of a gradient that is not the live array's: both pointers, the buffer backward writes and
+    its norm after each zero step (ranked by the largest); ``iteration``/``site``/``iterations``/``count``: the
+    passes it was seen before (exec's keys until 0.1)."""
+
+    kind: str
+    mirror_ptr: str
+    live_ptr: str
+    in_tape: bool
+    passes: tuple[int, ...]
+    owner: str | None
+    orphan_norms_after_zero: tuple[float, ...]
+    also_seen_at: tuple[str, ...]
+    iteration: int | None
+    site: str | None
+    iterations: tuple[int, ...]
+    count: int
+    copied_from: str | None = None
+    OPTIONAL = frozenset({"copied_from"})
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(largest(self.orphan_norms_after_zero), "norm {:.3g}")
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     return tuple(_finding(trace, s) for s in sightings(trace, NAME))
 
@@ -67,18 +96,18 @@ def _finding(trace: Trace, s: Sighting) -> Finding:
     if norms:
         growth = ", ".join(f"{n:.4g}" for n in norms)
         message += f"; the buffer backward writes ({issue.owner}) after each zero step: {growth}"
-    evidence = {
-        "kind": issue.kind,
-        "mirror_ptr": pointer(issue.mirror),
-        "live_ptr": pointer(issue.live),
-        "in_tape": issue.in_tape,
-        "passes": s.passes,
-        "owner": issue.owner,
-        "orphan_norms_after_zero": norms,
-        "also_seen_at": s.aliases,
-    }
-    if issue.source:
-        evidence["copied_from"] = issue.source
+    evidence = StaleAdjointEvidence(
+        kind=issue.kind,
+        mirror_ptr=pointer(issue.mirror),
+        live_ptr=pointer(issue.live),
+        in_tape=issue.in_tape,
+        passes=s.passes,
+        owner=issue.owner,
+        orphan_norms_after_zero=norms,
+        also_seen_at=s.aliases,
+        copied_from=issue.source or None,
+        **seen_on(trace, s),
+    )
     unproven = issue.kind in _WRITES_OLD and bool(norms) and not any(norms)
     if unproven:  # what is known, no more: the mirror is stale, and backward has not used the old buffer
         message = (

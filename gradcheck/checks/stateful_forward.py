@@ -9,6 +9,9 @@ have nothing to do with the adjoint or ``tape.zero()``: this check names the arr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import Trace
 
@@ -38,6 +41,14 @@ Fix: reset what forward() starts from at its beginning, or hand it to gradcheck 
 """
 
 
+@dataclass(frozen=True, eq=False)
+class StatefulForwardEvidence(Record):
+    """The loss of every pass at the same params, and the arrays found carrying state from one to the next."""
+
+    losses: tuple[float | None, ...]
+    carried: tuple[dict, ...]
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     if not trace.stateful_forward:
         return ()
@@ -64,10 +75,10 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 "reset what forward() starts from at its beginning (zero accumulators, reset clocks, copy the initial "
                 "state), or return that array from params() so gradcheck restores it"
             ),
-            evidence={
-                "losses": losses,
-                "carried": [{"array": c.subject, "how": c.how, "kernel": c.kernel} for c in carried],
-            },
+            evidence=StatefulForwardEvidence(
+                losses=losses,
+                carried=[{"array": c.subject, "how": c.how, "kernel": c.kernel} for c in carried],
+            ),
         ),
     )
 

@@ -9,6 +9,9 @@ names (it is where the chain breaks), not a finding of its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import Trace
 
@@ -54,6 +57,17 @@ grad_output (grad_output.clone()).
 """
 
 
+@dataclass(frozen=True, eq=False)
+class TorchBridgeEvidence(Record):
+    """What the torch/Warp bridge did wrong (``kind``), where, on which torch backward, and whether the gradient
+    output it wrote into is shared with torch."""
+
+    kind: str
+    site: str | None
+    backward: int | None
+    shared: bool | None
+
+
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     findings = []
     for issue in trace.bridge:
@@ -66,7 +80,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                 subject=issue.subject,
                 message=f"{issue.kind}{where}, backward #{issue.backward}: {issue.detail}",
                 hint=issue.fix,
-                evidence={"kind": issue.kind, "site": issue.site, "backward": issue.backward, "shared": issue.shared},
+                evidence=TorchBridgeEvidence(issue.kind, issue.site, issue.backward, issue.shared),
             )
         )
     return tuple(findings)

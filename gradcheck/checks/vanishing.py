@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gradcheck.model.evidence import Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.paths import family_prefix, family_sizes, group_by_family
@@ -177,6 +178,31 @@ def _moved(param: ParamTrace, scale_: float) -> bool:
     return math.isfinite(first) and math.isfinite(last) and abs(last - first) >= MOVED * scale_
 
 
+@dataclass(frozen=True, eq=False)
+class VanishingEvidence(Record):
+    """A param family the loss cannot see: the worst member's relative ``sensitivity`` (ranked by: the smaller, the
+    worse) and the samples it was judged on; ``affected`` every member."""
+
+    sensitivity: float
+    norm: float
+    loss: float
+    value_norm: float
+    scale: float
+    backwards: tuple[int, ...]
+    norms: tuple[float, ...]
+    losses: tuple[float, ...]
+    threshold: float
+    affected: tuple[str, ...]
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.affected
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.sensitivity, "sensitivity {:.2g}", smaller_is_worse=True)
+
+
 def _finding(trace: Trace, faint: _Faint, members: list[_Faint], who: str, threshold: float) -> Finding:
     param, first, last = faint.param, faint.samples[0], faint.samples[-1]
     unit, units, n = trace.unit, trace.units, len(faint.samples)
@@ -195,16 +221,16 @@ def _finding(trace: Trace, faint: _Faint, members: list[_Faint], who: str, thres
             "look for a coefficient in the wrong units or a term that drowns this param's: rescale the loss or the "
             "parametrisation, or check that the loss depends on this param as intended"
         ),
-        evidence={
-            "sensitivity": faint.sensitivity,
-            "norm": first.norm,
-            "loss": first.loss,
-            "value_norm": param.value_norm,
-            "scale": faint.scale,
-            "backwards": [x.backward for x in faint.samples],
-            "norms": [x.norm for x in faint.samples],
-            "losses": [x.loss for x in faint.samples],
-            "threshold": threshold,
-            "affected": [f.param.subject for f in members],
-        },
+        evidence=VanishingEvidence(
+            sensitivity=faint.sensitivity,
+            norm=first.norm,
+            loss=first.loss,
+            value_norm=param.value_norm,
+            scale=faint.scale,
+            backwards=[x.backward for x in faint.samples],
+            norms=[x.norm for x in faint.samples],
+            losses=[x.loss for x in faint.samples],
+            threshold=threshold,
+            affected=[f.param.subject for f in members],
+        ),
     )

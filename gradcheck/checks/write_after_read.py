@@ -14,6 +14,9 @@ records (gradcheck.observe.rewrites), under ``gradcheck run`` and ``gradcheck ex
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Measure, Record
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import group_by_family
 from gradcheck.model.trace import Rewrite, Trace
@@ -43,6 +46,25 @@ recompute the values inside the kernel that reads them.
             setattr(solver, name, arr)           # this step's own M, J, P, H, L
         solver.step(states[i], states[i + 1], controls[i], None, dt)
 """
+
+
+@dataclass(frozen=True, eq=False)
+class WriteAfterReadEvidence(Record):
+    """An array family (``arrays``) read by a launch and rewritten with other values by a later one ``rewrites``
+    times (ranked by it), per (reader, writer) pair; the harmless same-value rewrites listed on the first finding."""
+
+    arrays: tuple[str, ...]
+    rewrites: int
+    pairs: tuple[dict, ...]
+    identical_rewrites: tuple[dict, ...]
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.arrays
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(self.rewrites, "{} rewrites")
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
@@ -76,15 +98,15 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
                     "give each step its own buffer (e.g. per-step solver scratch: --set scratch=per-step on cartpole), "
                     "or recompute the values inside the kernel that reads them"
                 ),
-                evidence={
-                    "arrays": arrays,
-                    "rewrites": count,
-                    "pairs": [
+                evidence=WriteAfterReadEvidence(
+                    arrays=arrays,
+                    rewrites=count,
+                    pairs=[
                         {"reader": r.reader, "writer": r.writer, "count": r.count, "array": r.array} for r in rewrites
                     ],
                     # harmless rewrites (same values), listed once, on the first finding
-                    "identical_rewrites": identical if not findings else [],
-                },
+                    identical_rewrites=identical if not findings else [],
+                ),
             )
         )
     return tuple(findings)

@@ -12,6 +12,9 @@ buffers are then audited when the next iteration's backward starts, on what the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gradcheck.model.evidence import Measure, Record, largest
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.known_bugs import GRADS_SEEDS_NOT_ZEROED, NESTED_STRUCT_NOT_ZEROED, KnownBug
 from gradcheck.model.paths import group_by_family
@@ -43,6 +46,37 @@ Fix: call tape.zero() after reading gradients, and zero what it cannot reach you
     for part in part_arrays:        # reached only through records of an array of structs
         part.grad.zero_()
 """
+
+
+@dataclass(frozen=True, eq=False)
+class ZeroAuditEvidence(Record):
+    """Gradients still nonzero after the zero step (``zero_step``): the worst survivor's norms after each zero step
+    (ranked by the largest), how the tape reached it, every survivor of the family (``survivors``);
+    ``iteration``/``site``/``iterations``/``count``: the passes after which it survived (exec's keys until 0.1)."""
+
+    zero_step: str
+    first_pass: int
+    norms_after_zero: tuple[float, ...]
+    reached_via: str
+    aliases: tuple[str, ...]
+    survivors: tuple[str, ...]
+    survivor_count: int
+    seeded: tuple[str, ...]
+    upstream_bug: str | None
+    iteration: int
+    site: str | None
+    iterations: tuple[int, ...]
+    count: int
+    refilled_by_backward: bool | None = None  # every later backward left it as it was: an info
+    OPTIONAL = frozenset({"refilled_by_backward"})
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        return self.survivors
+
+    @property
+    def rank(self) -> Measure | None:
+        return Measure.of(largest(self.norms_after_zero), "norm {:.3g}")
 
 
 def check(trace: Trace, options=None) -> tuple[Finding, ...]:
@@ -93,7 +127,7 @@ def _harmless(finding: Finding) -> Finding:
         severity=Severity.INFO,
         message=message,
         hint="harmless as this program runs; zero it too if another backward could add to it",
-        evidence={**finding.evidence, "refilled_by_backward": True},
+        evidence=finding.evidence.extended(refilled_by_backward=True),
     )
 
 
@@ -101,6 +135,7 @@ def _finding(
     trace: Trace, fam: str, members: list[Survivor], worst: Survivor, first: int, norms: list[float], step: str
 ) -> Finding:
     others = f"{len(members)} arrays {fam}, worst shown: " if len(members) > 1 else ""
+    seen = [r.index for r in trace.passes if any(s.subject == worst.subject for s in r.survivors)]
     via = worst.reached_via + (", seeded with tape.backward(grads=...)" if worst.seeded else "")
     message = (
         f"{others}nonzero after {step} from {trace.unit} {first} on: norm {worst.norm:.4g}, "
@@ -120,17 +155,21 @@ def _finding(
         subject=worst.subject,
         message=message,
         hint=_hint(step, worst),
-        evidence={
-            "zero_step": step,
-            "first_pass": first,
-            "norms_after_zero": norms,
-            "reached_via": worst.reached_via,
-            "aliases": list(worst.aliases),
-            "survivors": [s.subject for s in members],
-            "survivor_count": len(members),
-            "seeded": [s.subject for s in members if s.seeded],
-            "upstream_bug": bug.issue if bug else None,
-        },
+        evidence=ZeroAuditEvidence(
+            zero_step=step,
+            first_pass=first,
+            norms_after_zero=norms,
+            reached_via=worst.reached_via,
+            aliases=worst.aliases,
+            survivors=[s.subject for s in members],
+            survivor_count=len(members),
+            seeded=[s.subject for s in members if s.seeded],
+            upstream_bug=bug.issue if bug else None,
+            iteration=first,
+            site=next((r.site for r in trace.passes if r.index == first), None),
+            iterations=seen[:50],
+            count=len(seen),
+        ),
     )
 
 

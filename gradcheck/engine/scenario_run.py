@@ -135,7 +135,7 @@ def _with_fp_trace(findings, spec, options: RunOptions, device: str):
     out = []
     for f in findings:
         if f.check == "nonfinite":
-            evidence = dict(f.evidence) | {"verify_fp_first": first, "verify_fp_ops": ops[:10]}
+            evidence = f.evidence.extended(verify_fp_first=first, verify_fp_ops=ops[:10])
             f = replace(f, message=f"{f.message}; first offending operation (verify_fp): {first}", evidence=evidence)
         out.append(f)
     return tuple(out)

@@ -149,7 +149,7 @@ def notes_of(trace: Trace) -> tuple[str, ...]:
 def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamSummary, ...]:
     flagged: dict[str, list[str]] = {}
     for f in findings:
-        for subject in _subjects(f):
+        for subject in f.subjects:
             flagged.setdefault(subject, [])
             if f.check not in flagged[subject]:
                 flagged[subject].append(f.check)
@@ -157,8 +157,7 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
     any_param = any(p.is_param for p in trace.params)
     # leaves are shown when they are all there is (a program that updates nothing gradcheck saw) or when a finding
     # judged them as leaves (a param's subject may also name a leaf a later pass read in its place)
-    judged = {f.subject for f in findings if f.evidence.get("role") == "leaf"}
-    judged |= {s for f in findings if f.evidence.get("role") == "leaf" for s in f.evidence.get("subjects") or ()}
+    judged = {s for f in findings if f.evidence.get("role") == "leaf" for s in f.subjects}
     shown = [p for p in trace.params if p.is_param or not any_param]
     # one row per judged leaf subject, the latest (a fresh ``batch`` every step is many leaves of one name)
     latest = {p.subject: p for p in trace.params if not p.is_param and any_param and p.subject in judged}
@@ -177,9 +176,3 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
         )
         for p in shown
     )
-
-
-def _subjects(finding: Finding) -> list[str]:
-    """Params a finding covers: its subject plus any it lists in evidence."""
-    evidence = finding.evidence
-    return [finding.subject, *(evidence.get("affected") or []), *(evidence.get("subjects") or [])]

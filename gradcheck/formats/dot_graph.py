@@ -1,12 +1,14 @@
 """``--graph FILE``: one backward's dataflow (gradcheck.model.dataflow) as Graphviz dot, with what is wrong marked.
 
-Warp's ``Tape.visualize`` draws a tape; this draws what the checks found on it, read from their findings' evidence:
+Warp's ``Tape.visualize`` draws a tape; this draws what the checks found on it, read from the marks their findings'
+evidence declares (gradcheck.model.evidence; a mark is named by what it is, never by the check that made it):
 
-- missing-gradient: the chain break, red (the array and the launch, the cause on the link between them), and the
-  path from the param to the loss drawn bold;
-- nonfinite / explosion: the first launch whose adjoint went NaN/Inf or past the norm, orange;
-- changed-before-backward: the array that changed, purple, with its links to the launches backward replays;
-- adjoint-mismatch: the launch whose adjoint disagrees with its finite differences, red and bold.
+- ChainBreak: the chain break, red (the array and the launch, the cause on the link between them), and the path
+  from the param to the loss drawn bold;
+- Origin: the first launch whose adjoint went NaN/Inf or past the norm, orange;
+- ChangedArrays: the array that changed, purple, with its links to the launches backward replays;
+- BlamedLaunch (of a warning or an error): the launch whose adjoint disagrees with its finite differences, red
+  and bold.
 
 Launches are boxes (``kernel``, ``file.py:LINE (#tape position)``), arrays ellipses; a launch off the tape is
 dashed with how it got there, an ``enable_backward=False`` kernel grey, an array without a gradient buffer dotted,
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradcheck.model.dataflow import Dataflow, DataflowNode
+from gradcheck.model.evidence import BlamedLaunch, ChainBreak, ChangedArrays, Origin
 from gradcheck.model.findings import Severity
 
 MAX_NODES = 300  # more than this and the picture is cut down to what matters
@@ -141,19 +144,21 @@ def write_graph(path, dataflow: Dataflow, findings=()) -> str | None:
 
 # -- what the findings mark ----------------------------------------------------------------------------------------
 def mark(dataflow: Dataflow, findings) -> Marks:
-    """The marks of every finding the picture can show (each check's evidence names its place in its own way)."""
+    """The marks of every finding the picture can show, as its evidence declares them (``Evidence.marks``)."""
     marks = Marks()
     where = _Index(dataflow)
     for finding in findings:
-        evidence = finding.evidence
-        if finding.check == "missing-gradient" and evidence.get("break"):
-            _break(marks, where, finding, evidence["break"])
-        elif finding.check in ("nonfinite", "explosion") and evidence.get("origin"):
-            _origin(marks, where, finding, evidence["origin"])
-        elif finding.check == "changed-before-backward" and evidence.get("arrays"):
-            _changed(marks, where, finding, evidence)
-        elif finding.check == "adjoint-mismatch" and finding.severity >= Severity.WARNING:
-            _blamed(marks, where, finding, evidence.get("launches") or ())
+        found = finding.evidence.marks
+        for mark_ in found:
+            if isinstance(mark_, ChainBreak):
+                _break(marks, where, finding, mark_)
+            elif isinstance(mark_, Origin):
+                _origin(marks, where, finding, mark_)
+            elif isinstance(mark_, ChangedArrays) and mark_.arrays:
+                _changed(marks, where, finding, mark_)
+        blamed = [m for m in found if isinstance(m, BlamedLaunch)]
+        if blamed and finding.severity >= Severity.WARNING:  # an info's launch (a split adjoint) is not wrong
+            _blamed(marks, where, finding, blamed)
     if dataflow.loss is not None and dataflow.loss not in marks.focus:
         marks.focus.append(dataflow.loss)
     return marks
@@ -218,15 +223,14 @@ class _Index:
         return found
 
 
-def _break(marks: Marks, where: _Index, finding, found) -> None:
-    """missing-gradient: the array and the launch where the chain to the loss breaks, the path to it bold."""
-    cause = str(found.get("cause") or "break")
+def _break(marks: Marks, where: _Index, finding, found: ChainBreak) -> None:
+    """The array and the launch where the chain to the loss breaks, the path to it bold."""
+    cause = str(found.cause or "break")
     tip = finding.message
-    param = finding.subject.removesuffix(".grad")  # the family's first member: its path is the one found
-    for key in where.arrays([param, *found.get("path", ())]):
+    for key in where.arrays([found.param, *found.path]):  # the family's first member: its path is the one found
         marks.node(key, penwidth=2)
-    launches = where.launch(found.get("index")) or where.placed(found.get("launch"))
-    arrays = where.arrays([found.get("array")] if found.get("array") else [])
+    launches = where.launch(found.index) or where.placed(found.launch)
+    arrays = where.arrays([found.array] if found.array else [])
     for key in arrays + launches:
         marks.node(key, color=BREAK, fontcolor=BREAK, penwidth=3, tooltip=tip)
     labelled = False
@@ -238,30 +242,26 @@ def _break(marks: Marks, where: _Index, finding, found) -> None:
                 labelled = True
     if not labelled and (launches or arrays):
         marks.nodes[(launches or arrays)[0]]["xlabel"] = cause
-    place = found.get("launch") or found.get("array") or finding.subject
+    place = found.launch or found.array or finding.subject
     marks.say(f"red: the chain to the loss breaks at {place} ({cause})", finding.subject)
 
 
-def _origin(marks: Marks, where: _Index, finding, origin) -> None:
-    """nonfinite / explosion: the first launch whose adjoint went bad, and the array it went bad in."""
-    launches = where.launch(origin.get("index"), origin.get("kernel"), origin.get("site"))
-    arrays = where.argument(launches, origin.get("kernel"), origin.get("array"))  # the adjoint it made bad: its array
+def _origin(marks: Marks, where: _Index, finding, origin: Origin) -> None:
+    """The first launch whose adjoint went bad (NaN/Inf, past the norm), and the array it went bad in."""
+    launches = where.launch(origin.index, origin.kernel, origin.site)
+    arrays = where.argument(launches, origin.kernel, origin.array)  # the adjoint it made bad: its array
     for key in launches + arrays:
         marks.node(key, color=ORIGIN, fontcolor=ORIGIN, penwidth=3, tooltip=finding.message)
-    what = "NaN/Inf" if finding.check == "nonfinite" else "the explosion"
-    at = origin.get("kernel") or "?"
-    if origin.get("index") is not None:
-        at += f" (#{origin['index']})"
-    marks.say(f"orange: where {what} starts in backward, {at}", finding.subject)
+    at = origin.kernel or "?"
+    if origin.index is not None:
+        at += f" (#{origin.index})"
+    marks.say(f"orange: where {origin.what} starts in backward, {at}", finding.subject)
 
 
-def _changed(marks: Marks, where: _Index, finding, evidence) -> None:
-    """changed-before-backward: the arrays that changed, and their links to the launches backward replays."""
-    indices = evidence.get("reader_indices")
-    if indices is None:
-        indices = [int(m) for r in evidence.get("readers", ()) for m in re.findall(r"#(\d+)", str(r))[:1]]
-    readers = [key for index in indices for key in where.launch(index)]
-    arrays = where.arrays(evidence["arrays"])
+def _changed(marks: Marks, where: _Index, finding, changed: ChangedArrays) -> None:
+    """The arrays that changed, and their links to the launches backward replays."""
+    readers = [key for index in changed.reader_indices for key in where.launch(index)]
+    arrays = where.arrays(changed.arrays)
     for key in arrays:
         marks.node(key, color=CHANGED, fontcolor=CHANGED, penwidth=3, tooltip=finding.message)
         for reader in readers:
@@ -272,15 +272,13 @@ def _changed(marks: Marks, where: _Index, finding, evidence) -> None:
     marks.say("purple: changed after the forward read it and before backward", finding.subject)
 
 
-def _blamed(marks: Marks, where: _Index, finding, launches) -> None:
-    """adjoint-mismatch: the launches whose adjoint disagrees with their own finite differences."""
+def _blamed(marks: Marks, where: _Index, finding, launches: list[BlamedLaunch]) -> None:
+    """The launches whose adjoint disagrees with their own finite differences."""
     shown = []
     for launch in launches:
-        if launch.get("status") not in ("mismatch", "assigns"):
-            continue
-        for key in where.launch(launch.get("index"), launch.get("kernel"), launch.get("where")):
+        for key in where.launch(launch.index, launch.kernel, launch.where):
             marks.node(key, color=BLAMED, fontcolor=BLAMED, penwidth=4, style="bold", tooltip=finding.message)
-            shown.append(f"{launch.get('kernel')} (#{launch.get('index')})")
+            shown.append(f"{launch.kernel} (#{launch.index})")
     if shown:
         marks.say(f"red, bold: the adjoint of {shown[0]}{_more(len(shown) - 1)} is wrong", finding.subject)
 

@@ -7,33 +7,24 @@ subject are set aside. Two different fixes are two causes and stay two groups; s
 numbers in a fix are not subject-specific, so they are not set aside).
 
 Each member carries the number that makes one subject worse than another (a norm, a relative error, a
-count), from the finding's evidence where its check puts it there, else from its message, so a group lists
-its subjects worst first. Pure Python: the table renders these, the JSON never groups.
+count), as its evidence declares it (``rank``, model.evidence: no check's name or key is known here), so a group
+lists its subjects worst first. Pure Python: the table renders these, the JSON never groups.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gradcheck.model.evidence import Measure
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.paths import family
 
 MAX_SHOWN = 4  # subjects a group names before "+N more"
 _SUBJECT = "\x00subject"  # stands for the finding's own subject in a normalised fix
 _INDEX = re.compile(r"\[\d+\]")
-_NORM_IN_MESSAGE = re.compile(r"\bnorm (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
-
-
-@dataclass(frozen=True)
-class Measure:
-    """The number that ranks a subject within its group: ``value`` (the larger, the worse: a measure where
-    smaller is worse stores its negation) and ``text``, the number as the row says it."""
-
-    value: float
-    text: str
 
 
 @dataclass(frozen=True)
@@ -44,7 +35,7 @@ class Member:
     @property
     def label(self) -> str:
         """The subject; a finding that stands for a family of arrays says so (``states[*].body_f.grad ×100``)."""
-        count = covered(self.finding)
+        count = self.finding.covers
         subject = self.finding.subject
         return f"{family(subject)} ×{count}" if count > 1 else subject
 
@@ -119,62 +110,6 @@ def normalised_hint(finding: Finding) -> str:
     return _INDEX.sub("[*]", hint)
 
 
-def covered(finding: Finding) -> int:
-    """How many arrays one finding stands for (a family reported once, its worst member named)."""
-    return finding.covers
-
-
 def measure(finding: Finding) -> Measure | None:
-    """The finding's ranking number: its check's own from the evidence, else the first norm its message
-    names, else none (its order in the report stands)."""
-    reader = _MEASURES.get(finding.check)
-    found = reader(finding.evidence) if reader else None
-    if found is not None:
-        return found
-    match = _NORM_IN_MESSAGE.search(finding.message)
-    if match:
-        return _number(float(match.group(1)), "norm {:.3g}")
-    return None
-
-
-def _number(value, template: str, smaller_is_worse: bool = False) -> Measure | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return Measure(-value if smaller_is_worse else float(value), template.format(value))
-
-
-def _largest(values, key: str | None = None) -> float | None:
-    """The largest finite number of a list (of numbers, or of mappings read at ``key``)."""
-    if not isinstance(values, (list, tuple)):
-        return None
-    numbers = [v.get(key) if key and isinstance(v, Mapping) else v for v in values]
-    finite = [n for n in numbers if isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n)]
-    return max(finite) if finite else None
-
-
-def _fd_error(evidence: Mapping) -> float | None:
-    candidates = [evidence.get("max_direction_error"), _largest(evidence.get("elements"), "rel_error")]
-    return _largest([c for c in candidates if c is not None])
-
-
-def _nonfinite(evidence: Mapping) -> Measure | None:
-    nan, inf = evidence.get("nan"), evidence.get("inf")
-    if not (isinstance(nan, (list, tuple)) and isinstance(inf, (list, tuple)) and nan and inf):
-        return None
-    return _number(nan[-1] + inf[-1], "{} non-finite")
-
-
-_MEASURES: dict[str, Callable[[Mapping], Measure | None]] = {
-    "accumulation": lambda e: _number(e.get("ratio_last_first"), "last/1 ×{:.3g}"),
-    "zero-audit": lambda e: _number(_largest(e.get("norms_after_zero")), "norm {:.3g}"),
-    "stale-adjoint": lambda e: _number(_largest(e.get("orphan_norms_after_zero")), "norm {:.3g}"),
-    "write-after-read": lambda e: _number(e.get("rewrites"), "{} rewrites"),
-    "reentrancy": lambda e: _number(e.get("relative_difference"), "rel {:.3g}"),
-    "fd-mismatch": lambda e: _number(_fd_error(e), "rel {:.3g}"),
-    "adjoint-mismatch": lambda e: _number(_largest(e.get("launches"), "rel_error"), "rel {:.3g}"),
-    "explosion": lambda e: _number(e.get("peak"), "norm {:.3g}") or _number(e.get("ratio"), "×{:.3g}"),
-    "vanishing": lambda e: _number(e.get("sensitivity"), "sensitivity {:.2g}", smaller_is_worse=True),
-    "nonfinite": _nonfinite,
-    "mutated-gradient": lambda e: _number(e.get("produced_norm"), "norm {:.3g}"),
-    "changed-before-backward": lambda e: _number(e.get("count"), "{} times"),
-}
+    """The finding's ranking number, as its evidence declares it (model.evidence); none: its order stands."""
+    return finding.evidence.rank

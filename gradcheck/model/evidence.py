@@ -4,7 +4,8 @@ A check knows what its evidence means; a view (the table, ``--graph``, the suppr
 not. So each check's evidence is a frozen type (it lives beside the check that builds it) that answers four
 questions, and the views ask only these (``Evidence``):
 
-- ``subjects``: every subject the finding covers besides its own (a family reported once by its worst member);
+- ``subjects``: every subject the finding covers (a family reported once by its worst member: all of its
+  members; ``Finding.subjects`` puts the finding's own first);
 - ``rank``: the number it is ranked by within its group of the table (larger = worse), with its text; or None;
 - ``marks``: what ``--graph`` marks, named by what it is (a chain break, where a NaN started, arrays that changed,
   launches whose adjoint is wrong), never by the check that found it;
@@ -23,8 +24,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
-
-_NOTHING: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -118,11 +117,13 @@ class Evidence(Protocol):
 class Record(Mapping):
     """A frozen evidence type: subclass it as ``@dataclass(frozen=True, eq=False)`` with one field per JSON key, in
     the JSON's order. Lists are frozen to tuples and dicts to read-only mappings; ``OPTIONAL`` names the keys left
-    out of the JSON while None (a key only some findings of the check have); ``extra`` holds keys a driver added.
+    out of the JSON while None (a key only some findings of the check have), ``KEYS`` the JSON key of a field whose
+    key is no identifier (``break``) or a name of the protocol (``subjects``); ``extra`` holds keys a driver added.
     Equality is the mapping's (a record equals its JSON form as a dict), as the mapping evidence's was."""
 
     OPTIONAL: ClassVar[frozenset[str]] = frozenset()
-    extra: Mapping = field(default=_NOTHING, kw_only=True)
+    KEYS: ClassVar[Mapping[str, str]] = MappingProxyType({})  # field → its JSON key, where that is no identifier
+    extra: Mapping = field(default_factory=dict, kw_only=True)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -149,11 +150,12 @@ class Record(Mapping):
             value = getattr(self, f.name)
             if f.name == "extra" or (value is None and f.name in self.OPTIONAL):
                 continue
-            out[f.name] = _plain(value)
+            out[self.KEYS.get(f.name, f.name)] = _plain(value)
         return out | _plain(self.extra)
 
     def extended(self, **keys) -> Record:
         """A copy with ``keys`` added (a field of the type is replaced, any other key goes to ``extra``)."""
+        keys = {next((f for f, k in self.KEYS.items() if k == key), key): v for key, v in keys.items()}
         own = {f.name for f in fields(self)} - {"extra"}
         mine = {k: v for k, v in keys.items() if k in own}
         extra = dict(self.extra) | {k: v for k, v in keys.items() if k not in own}
@@ -176,9 +178,6 @@ class Record(Mapping):
     def __len__(self) -> int:
         return len(self._json())
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._json()!r})"
-
     def __reduce__(self):
         # a read-only mapping cannot be pickled: rebuild from the fields, thawed (the constructor freezes again)
         values = {f.name: _thawed(getattr(self, f.name)) for f in fields(self)}
@@ -194,10 +193,19 @@ class PlainEvidence(Record):
     """Evidence given as a mapping (a finding built by hand, a baseline read back): its JSON is the mapping; it
     covers only its own subject, ranks nothing and marks nothing (no view guesses from its keys)."""
 
-    data: Mapping = _NOTHING
+    data: Mapping = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return _plain(self.data) | _plain(self.extra)
+
+
+@dataclass(frozen=True, eq=False)
+class InternalErrorEvidence(Record):
+    """gradcheck's own failure (model.trace.InternalError): the part that failed, the exception, its traceback."""
+
+    component: str
+    error: str
+    traceback: str | None
 
 
 def as_evidence(evidence) -> Evidence:

@@ -6,7 +6,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from types import MappingProxyType
+
+from gradcheck.model.evidence import Evidence, PlainEvidence, as_evidence
 
 
 class Severity(IntEnum):
@@ -34,28 +35,30 @@ class Finding:
     subject: str  # exact path as the user's code spells it: "states[0].joint_q.grad"
     message: str  # what is wrong, in numbers
     hint: str  # the fix, in one line
-    evidence: Mapping = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=PlainEvidence)  # the check's typed evidence (model.evidence)
     baselined: bool | None = None  # gradcheck ci --baseline: accepted (True) or not (False); None without a baseline
     ignored_by: str | None = None  # the --ignore/--select rule that suppressed it (model.suppressions); None: reported
 
     def __post_init__(self):
-        # frozen all the way down: a report cannot be edited after the checks ran
-        object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
+        # frozen all the way down: a report cannot be edited after the checks ran (a mapping given by hand, as
+        # tests and baselines do, becomes PlainEvidence, which covers, ranks and marks nothing)
+        object.__setattr__(self, "evidence", as_evidence(self.evidence))
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        """Every subject this finding covers, its own first: a family reported once by its worst member names
+        the others in its evidence."""
+        return tuple(dict.fromkeys((self.subject, *self.evidence.subjects)))
 
     @property
     def covers(self) -> int:
-        """How many arrays this one finding stands for: a family reported once with its worst member as the
-        subject (``affected_count`` and kin in the evidence), or the arrays it lists; 1 for a plain finding."""
-        for key in ("affected_count", "survivor_count", "param_count"):
-            count = self.evidence.get(key)
-            if isinstance(count, int) and count > 1:
-                return count
-        arrays = self.evidence.get("arrays")  # write-after-read, changed-before-backward: the arrays, listed
-        return len(arrays) if isinstance(arrays, (list, tuple)) and len(arrays) > 1 else 1
+        """How many subjects this one finding stands for: the family its evidence declares, else 1 (its subject
+        may be the family's pattern, ``states[*].x``, which is not one of them)."""
+        return max(len(self.evidence.subjects), 1)
 
     def __reduce__(self):
-        # a mapping proxy cannot be pickled; findings cross a process boundary under --timeout
-        fields = (self.check, self.severity, self.subject, self.message, self.hint, dict(self.evidence))
+        # findings cross a process boundary under --timeout; the evidence pickles itself (model.evidence.Record)
+        fields = (self.check, self.severity, self.subject, self.message, self.hint, self.evidence)
         return (Finding, (*fields, self.baselined, self.ignored_by))
 
     def to_dict(self) -> dict:
@@ -66,7 +69,7 @@ class Finding:
                 "subject": self.subject,
                 "message": self.message,
                 "hint": self.hint,
-                "evidence": _plain(self.evidence),
+                "evidence": _plain(self.evidence.to_json()),
                 "explain": f"gradcheck explain {self.check}",
             }
             | ({"baselined": self.baselined} if self.baselined is not None else {})

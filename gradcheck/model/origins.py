@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from gradcheck.model.evidence import Origin
 from gradcheck.model.trace import Trace
 
 
@@ -35,3 +38,8 @@ def origin_evidence(origin) -> dict:
         "array": origin.array,
         "value": origin.value,
     }
+
+
+def origin_mark(origin: Mapping, what: str) -> Origin:
+    """The ``origin`` evidence (``origin_evidence``) as the mark ``--graph`` draws: where ``what`` starts."""
+    return Origin(what, origin.get("index"), origin.get("kernel"), origin.get("site"), origin.get("array"))

@@ -41,13 +41,10 @@ class Rule:
         if self.subject is None:
             return True
         glob = _glob(self.subject)
-        if glob.fullmatch(finding.subject):
+        if any(glob.fullmatch(subject) for subject in finding.subjects):  # its own, then the others it covers
             return True
         if finding.covers == 1:
             return False
-        arrays = finding.evidence.get("arrays")
-        if isinstance(arrays, (list, tuple)) and any(glob.fullmatch(str(a)) for a in arrays):
-            return True
         return _glob(family(self.subject)).fullmatch(family(finding.subject)) is not None
 
 
