@@ -161,9 +161,41 @@ def exec_json(*args: str, **kwargs):
     output)."""
     proc = cli("exec", "--format", "json", *args, **kwargs)
     out = proc.stdout
-    assert "{\n" in out, proc.stderr[-3000:]
+    assert "{\n" in out, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
     (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
     return proc, scenario
+
+
+def audited(program, *argv: str, **options):
+    """``gradcheck exec PROGRAM ARGV`` in this process (``audit_program``; ``options``: its keep_going, checks,
+    cadence…): the ScenarioResult of a program that must have run to its end, exit status 0 (its error in the
+    failure message otherwise)."""
+    from gradcheck.engine.program_audit import audit_program
+
+    result, run = audit_program(str(program), list(argv), **options)
+    assert run.status in (None, 0) and result.error is None, run.error
+    return result
+
+
+def line_of(where, text: str, after: str | None = None) -> int:
+    """The line number holding ``text`` in ``where`` (a file's Path, or a function: its source file's numbering),
+    so no test hard-codes a line: the only line holding it, or with ``after`` the first one after the only line
+    holding ``after``."""
+    import inspect
+
+    if isinstance(where, Path):
+        lines, first, name = where.read_text(encoding="utf-8").splitlines(), 1, where.name
+    else:
+        (lines, first), name = inspect.getsourcelines(where), where.__name__
+    numbered = list(enumerate(lines, first))
+    start = first - 1
+    if after is not None:
+        (start,) = [n for n, line in numbered if after in line]
+        found = [n for n, line in numbered if n > start and text in line][:1]
+    else:
+        found = [n for n, line in numbered if text in line]
+    assert len(found) == 1, (name, text, found)
+    return found[0]
 
 
 def cli_json(*args: str, **kwargs):

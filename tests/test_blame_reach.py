@@ -10,22 +10,14 @@ intended behaviour and fail until it does.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, by_check
+from conftest import ROOT, by_check, line_of
 
 from gradcheck.model.findings import Severity
 
 LIGHTS = ROOT / "scenarios" / "lights.py"
 TILES = ROOT / "scenarios" / "tiles.py"
-
-
-def line_of(path: Path, text: str) -> int:
-    """The line of ``path`` holding ``text`` (which must be on exactly one line), so no test hard-codes it."""
-    found = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text in line]
-    assert len(found) == 1, (path.name, text, found)
-    return found[0]
 
 
 @functools.cache

@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TESTS
+from conftest import TESTS, audited
 
 EXEC = TESTS / "programs" / "exec"
 
 
-def _exec(path, *args):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(path), list(args))
-    assert run.status in (None, 0), run.error
-    return result
-
-
 def test_a_recorded_copy_destination_is_not_a_leaf_with_a_missing_gradient():
-    result = _exec(EXEC / "copied_intermediate.py")
+    result = audited(EXEC / "copied_intermediate.py")
     assert [(f.check, f.subject) for f in result.findings] == []
 
 
@@ -122,7 +114,7 @@ def test_a_launch_whose_derivative_is_zero_there_is_named_without_blaming_a_buil
 
 
 def test_a_param_read_through_a_view_by_a_kernel_without_backward_is_that_break_and_a_print_is_no_cause():
-    result = _exec(EXEC / "view_param_no_backward.py")
+    result = audited(EXEC / "view_param_no_backward.py")
     (missing,) = [f for f in result.findings if f.check == "missing-gradient"]
     assert missing.evidence["break"]["cause"] == "no-backward"
     assert "fwd (view_param_no_backward.py:" in missing.message and "numpy()" not in missing.message

@@ -17,25 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, by_check, exec_json, run_scenario
+from conftest import ROOT, TESTS, by_check, exec_json, line_of, run_scenario
 
 from gradcheck.model.findings import Severity
 
 PROGRAM = TESTS / "programs" / "exec" / "broken_chain.py"
 CHAINS = ROOT / "scenarios" / "chains.py"
-
-
-def line_of(path: Path, text: str, after: str | None = None) -> int:
-    """The line of ``path`` holding ``text``: the only one, or the first after the only line holding ``after``."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    start = 0
-    if after is not None:
-        (start,) = [n for n, line in enumerate(lines, 1) if after in line]
-        found = [n for n, line in enumerate(lines, 1) if n > start and text in line][:1]
-    else:
-        found = [n for n, line in enumerate(lines, 1) if text in line]
-    assert len(found) == 1, (path.name, text, found)
-    return found[0]
 
 
 def at(kernel: str, path: Path, text: str, after: str | None = None) -> str:

@@ -6,24 +6,16 @@ a write through the CPU view, and an unrecorded wp.copy; refreshing it before an
 from __future__ import annotations
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, audited
 
 PROGRAM = TESTS / "programs" / "exec" / "changed_inside_forward.py"
 SOURCE = PROGRAM.read_text().splitlines()
 LOSS_LAUNCH = next(i for i, line in enumerate(SOURCE, 1) if "wp.launch(squared_error" in line)
 
 
-def _exec(*args):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(PROGRAM), list(args))
-    assert run.status in (None, 0), run.error
-    return result
-
-
 @pytest.mark.parametrize("change", ["assign", "fill", "numpy-view", "copy"])
 def test_a_change_inside_the_forward_after_the_read_is_named_with_its_reader(change):
-    result = _exec("--change", change)
+    result = audited(PROGRAM, "--change", change)
     (found,) = [f for f in result.findings if f.check == "changed-before-backward"]
     assert found.severity.label == "error" and found.subject == "target"
     assert f"squared_error (changed_inside_forward.py:{LOSS_LAUNCH}) read it" in found.message
@@ -31,26 +23,18 @@ def test_a_change_inside_the_forward_after_the_read_is_named_with_its_reader(cha
 
 
 def test_refreshing_the_input_before_any_launch_reads_it_is_silent():
-    result = _exec("--change", "none")
+    result = audited(PROGRAM, "--change", "none")
     assert [f for f in result.findings if f.check == "changed-before-backward"] == []
-
-
-def _exec_program(name):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(TESTS / "programs" / "exec" / name), [])
-    assert run.status in (None, 0), run.error
-    return result
 
 
 def test_a_write_through_a_view_of_an_input_is_a_launch_on_the_tape_not_a_change():
     """Each step writes row t + 1 of the trajectory through a view while reading the whole array: no finding."""
-    result = _exec_program("trajectory_views.py")
+    result = audited(TESTS / "programs" / "exec" / "trajectory_views.py")
     assert [f.check for f in result.findings if f.check == "changed-before-backward"] == []
 
 
 def test_an_input_refreshed_inside_the_forward_whose_value_no_adjoint_reads_is_no_finding():
     """An external force assigned before every step enters additively: the adjoint of every launch that read it
     does not use its values (tested on private copies), so the gradient is exact (AD -0.3590 vs FD -0.3590)."""
-    result = _exec_program("refreshed_force.py")
+    result = audited(TESTS / "programs" / "exec" / "refreshed_force.py")
     assert [f.check for f in result.findings if f.check == "changed-before-backward"] == []

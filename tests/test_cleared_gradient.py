@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, exec_json
+from conftest import TESTS, audited, exec_json
 
 CORPUS = TESTS / "programs" / "cleared"
 SCENARIO, SCRIPT, MODEL = (str(CORPUS / name) for name in ("as_scenario.py", "train.py", "cleared_model.py"))
@@ -49,10 +49,7 @@ def _run(variant: str):
 
 
 def _exec(variant: str):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(SCRIPT, ["--variant", variant])
-    assert run.status in (None, 0) and result.error is None, run.error
+    result = audited(SCRIPT, "--variant", variant)
     assert result.passes == 4
     return result
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TESTS, cli, cli_in_process
+from conftest import TESTS, audited, cli, cli_in_process
 
 from gradcheck.checks import explosion
 from gradcheck.model.exit_codes import ExitCode
@@ -28,10 +28,7 @@ UPDATE = next(
 
 
 def _exec(*argv: str, checks: CheckOptions = DEFAULT_CHECKS, cadence=None):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(SCRIPT, list(argv), checks=checks, cadence=cadence)
-    assert run.status in (None, 0) and result.error is None, run.error
+    result = audited(SCRIPT, *argv, checks=checks, cadence=cadence)
     return [f for f in result.findings if f.check == "explosion"], result
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TESTS, cli
+from conftest import TESTS, audited, cli
 
 from gradcheck.model.exit_codes import ExitCode
 
@@ -47,11 +47,8 @@ def _run(mistake: str) -> set[tuple[str, str, str]]:
 
 
 def _exec(mistake: str) -> set[tuple[str, str, str]]:
-    from gradcheck.engine.program_audit import audit_program
-
     # --keep-going: a dangling pointer skips that backward, as the runner does, instead of stopping the program
-    result, run = audit_program(SCRIPT, ["--mistake", mistake], keep_going=True)
-    assert run.status in (None, 0) and result.error is None, run.error
+    result = audited(SCRIPT, "--mistake", mistake, keep_going=True)
     assert result.passes == 4
     return {(f.check, f.severity.label, f.subject) for f in result.findings}
 

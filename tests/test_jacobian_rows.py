@@ -10,7 +10,7 @@ The programs are tests/programs/jacobian (one kernel module for all of them); th
 from __future__ import annotations
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, audited
 
 from gradcheck.model.findings import Finding, Severity
 from gradcheck.model.trace import CarriedRead, PassRecord, Trace
@@ -24,10 +24,7 @@ def _line_of(name: str, text: str) -> int:
 
 
 def _exec(name: str):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(CORPUS / name), [])
-    assert run.status in (None, 0) and result.error is None, run.error
+    result = audited(CORPUS / name)
     assert not [f for f in result.findings if "jacobian rows" in f.message], "the row watch itself failed"
     return result
 

@@ -7,13 +7,12 @@ then found (or, for the right variants, not found) in the kernel's source.
 
 from __future__ import annotations
 
-import inspect
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import warp as wp
-from conftest import by_check, run_scenario
+from conftest import by_check, line_of, run_scenario
 
 from gradcheck.model import known_bugs
 from gradcheck.source import kernel_patterns
@@ -150,11 +149,6 @@ def tape_and_fd(kernel, extra, eps=1e-3):
 def fake(func):
     """A kernel-like object for source-only checks (never compiled: Warp would build it with the module)."""
     return SimpleNamespace(func=func, options={}, module=None, key=func.__name__)
-
-
-def line_of(func, text: str) -> int:
-    lines, first = inspect.getsourcelines(func)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 # --- on the Warp installed: the construct is wrong, the rewrite is right, and the pattern says which is which ---

@@ -5,7 +5,7 @@ rollout) whose adjoint output went non-finite or past --max-norm, found by bisec
 from __future__ import annotations
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, audited
 
 ROLLOUT = TESTS / "programs" / "exec" / "nan_rollout.py"
 ROLLOUT_SOURCE = ROLLOUT.read_text().splitlines()
@@ -18,14 +18,6 @@ STEPS = 10
 ZERO_AT_STEP = int(1.75 / 0.25) + 1  # x0 = 1.75 drifts by -0.25 a step: exactly 0 at the 8th state
 
 
-def _exec(path, *args):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(path), list(args))
-    assert run.status in (None, 0), run.error
-    return result
-
-
 def _one(result, check):
     found = [f for f in result.findings if f.check == check and f.severity.label == "error"]
     assert len(found) == 1, [(f.check, f.message) for f in result.findings]
@@ -33,7 +25,7 @@ def _one(result, check):
 
 
 def test_a_nan_that_starts_mid_rollout_is_traced_to_its_launch_and_step():
-    finding = _one(_exec(ROLLOUT, "--steps", str(STEPS)), "nonfinite")
+    finding = _one(audited(ROLLOUT, "--steps", str(STEPS)), "nonfinite")
     origin = finding.evidence["origin"]
     assert (origin["kernel"], origin["step"], origin["steps"]) == ("magnitude", ZERO_AT_STEP, STEPS)
     assert origin["site"].endswith(f"nan_rollout.py:{MAGNITUDE_LINE}")
@@ -42,7 +34,7 @@ def test_a_nan_that_starts_mid_rollout_is_traced_to_its_launch_and_step():
 
 
 def test_the_guarded_rollout_has_no_nonfinite_finding():
-    result = _exec(ROLLOUT, "--steps", str(STEPS), "--eps")
+    result = audited(ROLLOUT, "--steps", str(STEPS), "--eps")
     assert not [f for f in result.findings if f.check == "nonfinite"]
 
 
@@ -83,7 +75,7 @@ def test_run_and_exec_name_the_same_origin(mistake, check, kernel):
 
     report = gradcheck.check(str(CORPUS / "as_scenario.py"), passes=2, fault=mistake, fd="off", replay=False)
     (ran,) = report.scenarios
-    executed = _exec(CORPUS / "as_script.py", "--mistake", mistake)
+    executed = audited(CORPUS / "as_script.py", "--mistake", mistake)
     origins = [_one(r, check).evidence["origin"] for r in (ran, executed)]
     assert origins[0] == origins[1]
     assert origins[0]["kernel"] == kernel
@@ -92,5 +84,5 @@ def test_run_and_exec_name_the_same_origin(mistake, check, kernel):
 
 
 def test_clean_corpus_has_no_origin():
-    result = _exec(CORPUS / "as_script.py", "--mistake", "clean")
+    result = audited(CORPUS / "as_script.py", "--mistake", "clean")
     assert not [f for f in result.findings if "origin" in f.evidence]

@@ -9,8 +9,6 @@ at module start (each with a deadline).
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
 
-from conftest import ROOT, TESTS  # noqa: E402
+from conftest import ROOT, TESTS, exec_json  # noqa: E402
 
 PROGRAMS = TESTS / "programs" / "torch"
 EXAMPLE = ("-m", "gradcheck.examples.torch_warp_train")
@@ -65,16 +63,7 @@ LONG = (str(PROGRAMS / "pure_train.py"), "--case", "no-zero-grad", "--steps", "4
 
 
 def _exec(args: tuple[str, ...]):
-    env = {**os.environ, "WARP_DEVICE": "cpu"}
-    env.pop("FORCE_COLOR", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcheck", "exec", "--format", "json", *args],
-        capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=DEADLINE, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    out = proc.stdout
-    assert "{\n" in out, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
-    (scenario,) = json.loads(out[out.index("{\n") :])["scenarios"]
-    return proc, scenario
+    return exec_json(*args, env={"WARP_DEVICE": "cpu"}, timeout=DEADLINE)
 
 
 def _runs() -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, audited
 
 from gradcheck.checks import vanishing
 from gradcheck.model.findings import Severity
@@ -32,11 +32,7 @@ def _run(fault: str | None, passes: int) -> set[tuple[str, str, str]]:
 
 
 def _exec(program: str, *argv: str):
-    from gradcheck.engine.program_audit import audit_program
-
-    result, run = audit_program(str(CORPUS / program), list(argv))
-    assert run.status in (None, 0) and result.error is None, run.error
-    return result
+    return audited(CORPUS / program, *argv)
 
 
 def _found(result) -> set[tuple[str, str, str]]:

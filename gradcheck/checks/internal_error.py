@@ -2,8 +2,9 @@
 
 A linter whose plugin crashes on one file still reports the others (flake8 names the plugin); gradcheck does the
 same for its checks and probes: the failure becomes one finding naming the component and the exception, the rest
-of the report is computed and written as usual, and the exit code is 1 (an error-level finding), never a lost
-report.
+of the report is computed and written as usual, never a lost report. Its exit code is its own, 4 (gradcheck failed,
+not the program), unless something more urgent stands beside it: 1 beside a finding about the program, 3 beside a
+program or scenario that failed (docs/usage.md, exit codes).
 """
 
 from __future__ import annotations

@@ -134,22 +134,53 @@ def console():
 @contextlib.contextmanager
 def stdout_to_stderr():
     """Anything printed while scenarios run (Warp, Newton, user code, native printf) goes to stderr,
-    so stdout carries only the report and JSON on stdout stays parseable."""
-    sys.stdout.flush()
+    so stdout carries only the report and JSON on stdout stays parseable.
+
+    Started with stdout closed (``>&-``, a report going to ``--output``): fd 1 points at stderr while the
+    scenarios run, so native output has somewhere to go and no file the run opens is handed number 1 (where a
+    kernel's printf would land in it), and is closed again afterwards, as it was."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
     try:
-        saved = os.dup(1)
-    except OSError:  # no real fd 1 (embedded use): Python-level redirect only
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-        return
+        restore = _point_fd1_at_stderr()
+    except OSError:  # no real fd 1 or 2 (embedded use): Python-level redirect only
+        restore = None
     try:
-        os.dup2(2, 1)
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        if restore is not None:
+            restore()
+
+
+def _point_fd1_at_stderr():
+    """fd 1 onto fd 2; returns what puts it back (closes it again when it was closed). Raises OSError."""
+    saved = os.dup(1) if _is_open(1) else None
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        if saved is not None:
+            os.close(saved)
+        raise
+
+    def restore() -> None:
+        if saved is None:
+            os.close(1)
+        else:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+    return restore
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 class ReportNotWritten(Exception):

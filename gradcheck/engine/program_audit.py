@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import weakref
+from dataclasses import replace
 
 from gradcheck.engine import verdict
 from gradcheck.engine.hosting import ProgramRun, after_import, run_program
@@ -95,12 +96,12 @@ def audit_program(
         dataflow.keep(name, None)
         return _unobserved(hook.failed, fields), run
     dataflow.keep(name, audit.trace().dataflow)
-    notes = []
-    if run.stopped:
-        notes.append(run.error)
-    elif audit.observer.backwards and any(r.backward_skipped for r in audit.trace().passes):
-        notes.append("--keep-going: backwards with a dangling adjoint pointer were not launched")
-    return audit.result(checks, notes=tuple(notes), **fields), run
+    if not run.stopped:  # the backwards --keep-going skipped, if any: verdict.notes_of names them
+        return audit.result(checks, **fields), run
+    # stopped before a backward: the stop says which one and why, so the skipped-backward note would say it again
+    result = audit.result(checks, notes=(run.error,), **fields)
+    said = set(verdict.notes_of(audit.trace()))
+    return replace(result, notes=tuple(n for n in result.notes if n not in said)), run
 
 
 def _unobserved(failed: BaseException | None, fields: dict) -> ScenarioResult:

@@ -136,14 +136,31 @@ def _clip_summary(trace: Trace) -> ClipSummary | None:
 
 
 def notes_of(trace: Trace) -> tuple[str, ...]:
+    """One note per reason a backward was not launched (a dangling adjoint pointer), naming where: the passes
+    under ``run``; the program's backwards under ``exec`` and ``audit()``, which skip them when told to keep going
+    (``exec`` without it stops the program, and its note on the stop replaces this one)."""
     skipped: dict[str, list[int]] = {}
     for record in trace.passes:
         if record.backward_skipped:
             skipped.setdefault(record.backward_skipped, []).append(record.index)
+    if trace.unit == "pass":
+        return tuple(
+            f"backward not launched on pass(es) {', '.join(map(str, passes))}: {reason}"
+            for reason, passes in skipped.items()
+        )
     return tuple(
-        f"backward not launched on pass(es) {', '.join(map(str, passes))}: {reason}"
-        for reason, passes in skipped.items()
+        f"backward{'s' if len(indices) > 1 else ''} {_which(indices)} "
+        f"{'were' if len(indices) > 1 else 'was'} not launched: {reason}"
+        for reason, indices in skipped.items()
     )
+
+
+def _which(indices: list[int], shown: int = 8) -> str:
+    """``#3``, ``#1–#5`` (a run), or ``#1, #4, #9 and 12 more``: a long program's list stays one line."""
+    if len(indices) > 2 and indices == list(range(indices[0], indices[-1] + 1)):
+        return f"#{indices[0]}–#{indices[-1]}"
+    listed = ", ".join(f"#{i}" for i in indices[:shown])
+    return listed + (f" and {len(indices) - shown} more" if len(indices) > shown else "")
 
 
 def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamSummary, ...]:

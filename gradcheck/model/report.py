@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from gradcheck.model.exit_codes import ExitCode, combine
+from gradcheck.model.exit_codes import ExitCode, combine, of_failing
 from gradcheck.model.findings import Finding, Severity
 
 SCHEMA = "gradcheck/1"
@@ -179,15 +179,14 @@ class ScenarioResult:
         return "findings" if self.findings else "ok"
 
     def failing(self, fail_on: Severity) -> tuple[Finding, ...]:
-        """Findings at or above ``fail_on`` that no baseline accepted: what makes the exit code 1."""
+        """Findings at or above ``fail_on`` that no baseline accepted: what makes the exit code 1 (4 when they are
+        all gradcheck's own failure, ``internal-error``)."""
         return tuple(f for f in self.findings if f.severity >= fail_on and not f.baselined)
 
     def exit_code(self, fail_on: Severity) -> ExitCode:
-        if self.error is not None:
+        if self.error is not None:  # a scenario or program that failed: 3 whatever was found
             return self.error_code or ExitCode.SCENARIO_ERROR
-        if self.failing(fail_on):
-            return ExitCode.FINDINGS
-        return ExitCode.OK
+        return of_failing(f.check for f in self.failing(fail_on))
 
     def to_dict(self) -> dict:
         label = {"label": self.label} if self.label is not None else {}
