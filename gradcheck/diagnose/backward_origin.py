@@ -36,7 +36,7 @@ class BackwardOrigin:
     steps: int  # occurrences of this kernel on the tape: "step 14 of 20" says how far back from the loss it is
     array: str  # "kernel.argument.grad": the adjoint the launch made bad (struct fields: "kernel.argument.field.grad")
     value: float  # non-finite entries in it (kind="nonfinite"), or its L2 norm (kind="growth"; inf if it has NaN/Inf)
-    incoming_finite: bool  # the adjoints the launch read (its outputs' .grad) were good before it ran: it made them bad
+    incoming_finite: bool  # the adjoints the launch read (what it wrote: outputs, inputs in place) were good before
     probes: int  # partial backwards run (the seed alone and the whole backward included): what the answer cost
 
 
@@ -247,7 +247,7 @@ class _Search:
     # -- the answer ------------------------------------------------------------------------------------
 
     def describe(self, k: int) -> BackwardOrigin:
-        from gradcheck.warp_compat import launch_kernel_names, launch_reads, recorded_functions
+        from gradcheck.warp_compat import launch_kernel_names, launch_sites, recorded_functions
 
         bad_after, nonfinite, norms = self.tables[k]
         bad_before = self.tables[k + 1][0]
@@ -255,7 +255,7 @@ class _Search:
         names = launch_kernel_names(self.launches)
         site = None
         if entry.__class__ is list:
-            site = next(launch_reads([entry]))[3]
+            site = launch_sites([entry])[0]
             read, written = self._kernel_arguments(entry)
         else:
             copy = next(recorded_functions([entry]))[2]
@@ -286,19 +286,22 @@ class _Search:
         return BackwardOrigin(k, name, site, step, steps, label, value, incoming, len(self.tables))
 
     def _kernel_arguments(self, entry) -> tuple[list, list]:
-        """(outputs' adjoints, all arguments' adjoints) of a kernel entry as (label, buffer position)."""
+        """(adjoints its backward reads, all arguments' adjoints) of a kernel entry as (label, buffer position).
+        It reads the adjoints of what its forward may have written (``may_write``, gradcheck.tape.launch_access:
+        outputs, and inputs updated in place): never missing one, a bad adjoint that came in is never said made."""
+        from gradcheck.tape.launch_access import launch_access
         from gradcheck.warp_compat import argument_label
 
-        kernel, inputs, outputs = entry[0], entry[3], entry[4]
+        kernel = entry[0]
         read, written = [], []
-        for position, value in enumerate((*inputs, *outputs)):
-            base = argument_label(kernel, position)
-            for suffix, array in _leaves(value):
+        for use in launch_access(kernel, entry[3], entry[4]).arguments:
+            base = argument_label(kernel, use.role.position)
+            for suffix, array in _leaves(use.value):
                 i = self._position(array)
                 if i is None:
                     continue
                 written.append((f"{base}{suffix}.grad", i))
-                if position >= len(inputs):
+                if use.role.may_write:
                     read.append((f"{base}{suffix}.grad", i))
         return read, written
 

@@ -27,8 +27,6 @@ tape holds (or the program's params) are ever read; events outside the tape are 
 
 from __future__ import annotations
 
-import math
-
 from gradcheck.model.seeded import root_words
 from gradcheck.model.trace import ChainBreak
 from gradcheck.tape.flow_graph import Edge, FlowGraph
@@ -74,23 +72,8 @@ def _root(loss, grads, name_of) -> str:
 
 def _diagnose_one(graph: FlowGraph, key: str, param, sinks: set, name_of, root: str) -> ChainBreak | None:
     start = graph.canon(param.ptr)
-    arrival: dict[int, float] = {start: -math.inf}
-    parent: dict[int, tuple[Edge, int]] = {}
-    host: list[tuple[Edge, int]] = []
-    readers = []
-    for edge in graph.edges:
-        hit = next((r for r in edge.reads if r in arrival and arrival[r] < edge.time), None)
-        if hit is None:
-            continue
-        if edge.kind == "host-read":
-            if hit != start:  # printing the param itself moves nothing
-                host.append((edge, hit))
-            continue
-        if hit == start and any(w != start for w in edge.writes):  # an update of the param in place moves nothing
-            readers.append(edge)
-        for w in edge.writes:
-            if w not in arrival:
-                arrival[w], parent[w] = edge.time, (edge, hit)
+    walk = graph.walk(start)
+    arrival, parent, host, readers = walk.arrival, walk.parent, walk.host, walk.readers
     name = name_of(param)
     label = lambda ptr: graph.label(ptr, name_of)  # noqa: E731
     reached = next((s for s in sinks if s in parent), None)

@@ -3,49 +3,38 @@
 Backward runs the dataflow in reverse: a gradient left in an array that depends on a param is propagated into
 that param's gradient by the adjoint of the launch that wrote it. So a leftover in such an array contaminates the
 param's gradient as surely as a leftover in the param's own gradient does (gradcheck.observe.leftovers).
+
+The walk is gradcheck.tape.flow_graph's over the tape's own launches and recorded copies only (backward replays
+nothing else), each launch carrying what it may read into what it may write (gradcheck.tape.launch_access's
+``carried_from``). That is the direction that never misses a dependency that exists: a missed one would leave a
+leftover that backward really adds into a param unreported as accumulation. An invented one can only come from a
+kernel that declares an output its code never touches, or whose code cannot be read; its leftover is a zero-audit
+survivor either way. Arrays are keyed by memory, not identity: a leftover in a view of an array (``traj[t]``, a
+slice warp.optim is handed) is a leftover in the array.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 
-def influence(tape, sources: list) -> dict[int, set[int]]:
-    """id(array) → indices (into ``sources``) of the source arrays whose values reach it through the tape's launches
-    and recorded copies, in recording order. A launch passes what it reads (its code loads the values) on to
-    every argument it writes."""
-    from gradcheck.warp_compat import (
-        argument_access,
-        array_class,
-        arrays_of,
-        kernel_argument_names,
-        kernel_launches,
-        recorded_functions,
-        tape_launches,
-    )
 
-    array_type = array_class()
-    reach: dict[int, set[int]] = {id(s): {i} for i, s in enumerate(sources)}
-    launches = tape_launches(tape)
-    kernels = {index: (kernel, list(arguments)) for index, kernel, arguments in kernel_launches(launches)}
-    copies = {index: copy for index, _backward, copy in recorded_functions(launches) if copy is not None}
-    for index in sorted([*kernels, *copies]):
-        if index in copies:  # a recorded whole-array copy: dest takes src's dependencies
-            dest, src = copies[index]
-            if id(src) in reach:
-                reach.setdefault(id(dest), set()).update(reach[id(src)])
-            continue
-        kernel, arguments = kernels[index]
-        access = argument_access(kernel)
-        labels = kernel_argument_names(kernel)
-        named = [(labels[i] if i < len(labels) else "", v) for i, v in enumerate(arguments)]
-        incoming: set[int] = set()
-        for label, value in named:
-            if access.reads_value(label):
-                for array in arrays_of(value, array_type):
-                    incoming |= reach.get(id(array), set())
-        if not incoming:
-            continue
-        for label, value in named:
-            if access.writes_to(label):
-                for array in arrays_of(value, array_type):
-                    reach.setdefault(id(array), set()).update(incoming)
-    return reach
+@dataclass(frozen=True)
+class Influence:
+    """Which sources reach which memory on one recording."""
+
+    reach: dict  # node (data pointer, tape.flow_graph's canon) → indices of the sources whose values reach it
+    canon: Callable[[int], int]
+
+    def of(self, array) -> frozenset[int]:
+        """Indices (into the walk's ``sources``) of the sources whose values reach ``array``'s memory."""
+        ptr = getattr(array, "ptr", None)
+        return frozenset(self.reach.get(self.canon(ptr), ())) if ptr else frozenset()
+
+
+def influence(tape, sources: list) -> Influence:
+    """Where each of ``sources`` goes through the tape's launches and recorded copies, in recording order."""
+    from gradcheck.tape.flow_graph import FlowGraph
+
+    graph = FlowGraph(tape, (), extra=sources)
+    return Influence(graph.depends(sources), graph.canon)

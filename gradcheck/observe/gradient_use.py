@@ -101,25 +101,25 @@ class GradientUse:
         """``updates``: (param, grad) pairs this launch updates. Returns what ``after`` needs, or None."""
         if not self._produced:
             return None
-        from gradcheck.warp_compat import argument_access
+        from gradcheck.tape.launch_access import call_access
 
-        by_ptr = {getattr(value, "ptr", None): label for label, value in arguments}
+        # the argument passed as the gradient itself (the last one of that memory, as the call lists them)
+        by_ptr = {use.array.ptr: use.role for use in call_access(call).arguments if use.array is not None}
         touched = [p for key, p in self._produced.items() if key in by_ptr]
         if not touched:
             return None
-        access = argument_access(call.kernel)
         updating = {g.ptr for _param, g in updates}
         token = []
         for p in touched:
-            label = by_ptr[p.grad.ptr]
-            if p.grad.ptr in self._pending and access.reads_value(label):
+            role = by_ptr[p.grad.ptr]
+            if p.grad.ptr in self._pending and role.reads:
                 self._read(p, f"launch {getattr(call.kernel, 'key', call.kernel)} ({short(caller_site())})")
-            if p.grad.ptr in updating and p.grad.ptr not in self._consumed and access.reads_value(label):
+            if p.grad.ptr in updating and p.grad.ptr not in self._consumed and role.reads:
                 self._consumed[p.grad.ptr] = self._consumes(p, call)
-            elif p.grad.ptr not in updating and access.writes_to(label):
+            elif p.grad.ptr not in updating and role.writes:
                 self._prepared.add(p.grad.ptr)  # the program's own kernel rewrote it (a projection, a mask, a clip)
             # an update that may rewrite it (after a zero step it rewrites zeros: the clearing is what matters)
-            if p.grad.ptr in updating and access.writes_to(label) and self._zeroed_by is None:
+            if p.grad.ptr in updating and role.writes and self._zeroed_by is None:
                 token.append((p, self._fingerprint(p.grad), self._fingerprint(p.owner)))
         return token
 

@@ -39,38 +39,33 @@ class InputWatch:
 
     def after_launch(self, tape, call, arguments) -> None:
         """A launch was just recorded on ``tape``: what it read, fingerprinted now (first reader only)."""
-        from gradcheck.warp_compat import argument_access, array_class, arrays_of
+        from gradcheck.tape.launch_access import call_access
 
         self._tape = tape
         index = len(tape.launches) - 1
-        access = argument_access(call.kernel)
-        array_type = array_class()
-        inputs = len(call.inputs)
-        for position, (label, value) in enumerate(arguments):
-            if position >= inputs or not access.reads_value(label):
-                continue
-            for array in arrays_of(value, array_type):
-                key = id(array)
-                if key not in self.arrays:
-                    self.arrays[key] = (array, readable_fingerprint(array), index)
-                self._note_reader(key, index, call.kernel.key, call.site)
+        for array in _read_inputs(call_access(call)):
+            key = id(array)
+            if key not in self.arrays:
+                self.arrays[key] = (array, readable_fingerprint(array), index)
+            self._note_reader(key, index, call.kernel.key, call.site)
 
     def close(self, tape) -> None:
         """Recording ended: arrays read by launches the watch did not see are fingerprinted now."""
-        from gradcheck.warp_compat import array_class, arrays_of, launch_reads, tape_launches
+        from gradcheck.tape.launch_access import recorded_accesses
+        from gradcheck.warp_compat import launch_sites, tape_launches
 
         self._tape = tape
-        array_type = array_class()
         seen = {i for _a, _f, i in self.arrays.values()}
-        for index, kernel, inputs, where in launch_reads(tape_launches(tape)):
-            if index in seen:
+        launches = tape_launches(tape)
+        sites = launch_sites(launches)
+        for access in recorded_accesses(launches):
+            if access.index in seen or access.kind != "launch":
                 continue
-            for value in inputs:
-                for array in arrays_of(value, array_type):
-                    key = id(array)
-                    if key not in self.arrays:
-                        self.arrays[key] = (array, readable_fingerprint(array), index)
-                    self._note_reader(key, index, kernel.key, where)
+            for array in _read_inputs(access):
+                key = id(array)
+                if key not in self.arrays:
+                    self.arrays[key] = (array, readable_fingerprint(array), access.index)
+                self._note_reader(key, access.index, access.what, sites.get(access.index))
 
     def _note_reader(self, key: int, index: int, kernel: str, where: str | None) -> None:
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -127,36 +122,24 @@ class InputWatch:
         )
 
 
-def _writes(tape) -> list[tuple[int, int, int]]:
-    """(tape position, start, end) of every byte span a recorded launch or copy writes (kernel outputs, inputs a
-    kernel stores into, copy destinations)."""
-    from gradcheck.warp_compat import (
-        argument_access,
-        array_class,
-        arrays_of,
-        byte_extent,
-        kernel_argument_names,
-        launch_io,
-        recorded_copy,
-        tape_launches,
-    )
+def _read_inputs(access) -> list:
+    """The arrays a launch was handed in ``inputs=`` whose values its code may load: what backward will read again
+    (an array it only stores into, accumulates into or takes the shape of is not read)."""
+    return [array for use in access.arguments if use.role.reads and not use.role.output for array in use.arrays]
 
-    array_type = array_class()
-    found: list[tuple[int, int, int]] = []
-    launches = tape_launches(tape)
-    for index, kernel, inputs, outputs in launch_io(launches):
-        access = argument_access(kernel)
-        labels = kernel_argument_names(kernel)
-        for position, value in enumerate([*inputs, *outputs]):
-            label = labels[position] if position < len(labels) else ""
-            if position >= len(inputs) or access.writes_to(label):
-                for array in arrays_of(value, array_type):
-                    found.append((index, *byte_extent(array)))
-    for index, entry in enumerate(launches):
-        pair = recorded_copy(entry) if entry.__class__ is not list else None
-        if pair is not None and getattr(pair[0], "ptr", None):
-            found.append((index, *byte_extent(pair[0])))
-    return found
+
+def _writes(tape) -> list[tuple[int, int, int]]:
+    """(tape position, start, end) of every byte span a recorded launch or copy may write (``may_write``: kernel
+    outputs, inputs a kernel's code may store into, every argument of a kernel whose code cannot be read, copy
+    destinations). Never missing one: a recorded write missed here would be reported as a change beside the tape."""
+    from gradcheck.tape.launch_access import recorded_accesses
+    from gradcheck.warp_compat import byte_extent, tape_launches
+
+    return [
+        (access.index, *byte_extent(array))
+        for access in recorded_accesses(tape_launches(tape))
+        for array in access.arrays("may_write")
+    ]
 
 
 def _written_after(writes: list, array, first: int) -> bool:

@@ -177,8 +177,8 @@ def classify_residue(left: list[Left], book, names) -> tuple[Residue, ...]:
         owner = entry.owner
         if owner is not None and book.is_param(owner):
             role, feeds = "param", (entry.subject,)
-        elif owner is not None and flow.get(id(owner)) and id(owner) not in own:
-            role, feeds = "upstream", tuple(subjects[i] for i in sorted(flow[id(owner)]))
+        elif owner is not None and flow.of(owner) and id(owner) not in own:
+            role, feeds = "upstream", tuple(subjects[i] for i in sorted(flow.of(owner)))
         else:
             role, feeds = "other", ()
         found.append(Residue(entry.subject, entry.norm, entry.nonzero, role, feeds, entry.left_by, False))

@@ -128,37 +128,22 @@ class ParamBook:
 
 
 def tape_leaves(tape) -> list:
-    """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves."""
-    from gradcheck.warp_compat import (
-        argument_access,
-        array_class,
-        arrays_of,
-        is_float_array,
-        kernel_argument_names,
-        launch_io,
-        recorded_copy,
-        tape_launches,
-    )
+    """Arrays that require grad, that a recorded launch reads and none writes (nor a recorded copy): the leaves.
 
-    array_type = array_class()
+    Written means ``shown_write`` (gradcheck.tape.launch_access): declared an output, or stored into by code that
+    could be read. A kernel whose code cannot be read is not taken to write its inputs: it would make every param it
+    reads an intermediate, and the program's leaves would go unaudited."""
+    from gradcheck.tape.launch_access import recorded_accesses
+    from gradcheck.warp_compat import is_float_array, tape_launches
+
     read: dict[int, object] = {}
     written: set[int] = set()
-    launches = tape_launches(tape)
-    for entry in launches:  # a recorded wp.copy writes its destination: an intermediate, not a leaf
-        pair = recorded_copy(entry) if entry.__class__ is not list else None
-        if pair is not None:
-            written.add(id(pair[0]))
-    for _index, kernel, inputs, outputs in launch_io(launches):
-        access = argument_access(kernel)
-        labels = kernel_argument_names(kernel)
-        for position, value in enumerate([*inputs, *outputs]):
-            label = labels[position] if position < len(labels) else ""
-            # outputs= are written; an input is written when the kernel's code provably stores into it
-            writes = position >= len(inputs) or (access.known and access.writes_to(label))
-            for array in arrays_of(value, array_type):
-                if writes:
-                    written.add(id(array))
-                else:
+    for access in recorded_accesses(tape_launches(tape)):
+        for use in access.arguments:
+            if use.role.shown_write:  # a recorded wp.copy writes its destination: an intermediate, not a leaf
+                written.update(map(id, use.arrays))
+            elif access.kind == "launch":
+                for array in use.arrays:
                     read.setdefault(id(array), array)
     return [
         a
@@ -175,20 +160,21 @@ def updates(call, arguments, known: dict) -> list:
     gradient. Matched by memory, not by object: warp.optim is handed views (``trajectories.flatten()`` and
     ``trajectories.grad.flatten()``, new objects every step), so ``known`` (data pointer → array) maps a view to
     the array the program holds."""
-    from gradcheck.warp_compat import argument_access, array_class, gradient_reader
+    from gradcheck.tape.launch_access import call_access
+    from gradcheck.warp_compat import gradient_reader
 
-    array_type, grad_of = array_class(), gradient_reader()
-    # type(), not isinstance: an object whose __class__ property claims wp.array (Warp's test_array_subclass) or a
-    # host-only fixedarray Warp is about to refuse is no array of the program's to follow
-    arrays = [(label, v) for label, v in arguments if issubclass(type(v), array_type) and getattr(v, "ptr", None)]
+    grad_of = gradient_reader()
+    # carried_arrays takes type(), not isinstance: an object whose __class__ property claims wp.array (Warp's
+    # test_array_subclass) or a host-only fixedarray Warp is about to refuse is no array of the program's to follow
+    arrays = [(use.role, use.array) for use in call_access(call).arguments if use.array is not None]
     if len(arrays) < 2:
         return []
-    pointers = {v.ptr for _label, v in arrays}
-    access = argument_access(call.kernel)
+    pointers = {v.ptr for _role, v in arrays}
     found = []
-    for label, value in arrays:
+    for role, value in arrays:
         owner = known.get(value.ptr, value)
         grad = grad_of(owner)
-        if grad is not None and grad.ptr in pointers and grad.ptr != value.ptr and access.writes_to(label):
+        # ``writes``: the code may write it (a declared output the code never touches is not updated)
+        if grad is not None and grad.ptr in pointers and grad.ptr != value.ptr and role.writes:
             found.append((owner, grad))
     return found

@@ -18,6 +18,7 @@ Cost: two fingerprints per (launch, array it rewrites after a read), nothing for
 from __future__ import annotations
 
 from gradcheck.model.trace import Rewrite
+from gradcheck.tape.launch_access import call_access
 
 
 class RewriteWatch:
@@ -30,19 +31,16 @@ class RewriteWatch:
         self._pairs: dict[tuple[int, str, str], list[int]] = {}  # (array, reader, writer) → [count, changed]
 
     def before(self, call, arguments) -> list:
-        from gradcheck.warp_compat import argument_access
-
-        access = argument_access(call.kernel)
+        """The arrays read since their last write that this launch's code may write, fingerprinted before it runs
+        (``writes``: what the code may do; a declared output its code never touches keeps its values)."""
         watched = []
-        for label, value in arguments:
-            for array in _arrays_of(value):
-                if id(array) in self._readers and access.writes_to(label):
-                    watched.append((array, self._fingerprint(array)))
+        for array in call_access(call).arrays("writes"):
+            if id(array) in self._readers:
+                watched.append((array, self._fingerprint(array)))
         return watched
 
     def after(self, call, arguments, watched: list) -> None:
         from gradcheck.rerun.adjoint_dependence import adjoint_reads
-        from gradcheck.warp_compat import argument_access
 
         writer = getattr(call.kernel, "key", str(call.kernel))
         for array, before in watched:
@@ -52,12 +50,11 @@ class RewriteWatch:
                 pair[0] += 1
                 # a reader whose adjoint does not use the values (linear in them) is not differentiated wrong
                 pair[1] += changed and adjoint_reads(read_by, label) is not False
-        access = argument_access(call.kernel)
-        for label, value in arguments:
-            if not access.reads_value(label):
+        for use in call_access(call).arguments:
+            if not use.role.reads:
                 continue
-            for array in _arrays_of(value):
-                self._readers.setdefault(id(array), {})[writer] = (call, label)
+            for array in use.arrays:
+                self._readers.setdefault(id(array), {})[writer] = (call, use.role.name)
                 self._arrays[id(array)] = array
 
     def results(self, name_of) -> tuple[tuple[Rewrite, ...], tuple[Rewrite, ...]]:
@@ -73,10 +70,12 @@ CAPTURED_BUDGET_BYTES = 256 * 2**20  # copies kept to replay a captured forward,
 
 
 class _Replayed:
-    __slots__ = ("kernel",)
+    """A tape's launch run again, as the watch sees a live call."""
 
-    def __init__(self, kernel):
-        self.kernel = kernel
+    __slots__ = ("kernel", "inputs", "outputs")
+
+    def __init__(self, kernel, inputs, outputs):
+        self.kernel, self.inputs, self.outputs = kernel, list(inputs), list(outputs)
 
 
 def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str:
@@ -88,13 +87,7 @@ def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str
     adjoint test copies what it reads: a launch first seen inside a capture is tested from here)."""
     import warp as wp
 
-    from gradcheck.warp_compat import (
-        kernel_argument_names,
-        launch_reads,
-        replayable_launches,
-        takes_object_ids,
-        tape_launches,
-    )
+    from gradcheck.warp_compat import launch_sites, replayable_launches, takes_object_ids, tape_launches
 
     launches = list(replayable_launches(tape_launches(tape)))
     handles = sorted({entry[1].key for entry in launches if takes_object_ids(entry[1])})
@@ -111,14 +104,13 @@ def replay_captured(tape, fingerprint, before_launch=None) -> RewriteWatch | str
         except RuntimeError as exc:  # CUDA refuses the copy (graph memory not mapped): nothing was run yet
             return f"an array its launches use could not be copied ({str(exc).splitlines()[0][:160]})"
     watch = RewriteWatch(fingerprint)
-    sites = {index: where for index, _kernel, _inputs, where in launch_reads(tape_launches(tape))}
+    sites = launch_sites(tape_launches(tape))
     try:
         for index, kernel, dim, inputs, outputs, options in launches:
             if before_launch is not None:
                 before_launch(kernel, dim, inputs, outputs, {**options, "where": sites.get(index)})
-            labels = kernel_argument_names(kernel)
-            arguments = [(labels[i] if i < len(labels) else "", v) for i, v in enumerate([*inputs, *outputs])]
-            call = _Replayed(kernel)
+            call = _Replayed(kernel, inputs, outputs)
+            arguments = [(use.role.name, use.value) for use in call_access(call).arguments]
             token = watch.before(call, arguments)
             wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), record_tape=False, **options)
             watch.after(call, arguments, token)

@@ -207,14 +207,14 @@ class RowReads:
                    in window.produced]  # fmt: skip
         if not touched:
             return []
-        from gradcheck.warp_compat import argument_access
+        from gradcheck.tape.launch_access import call_access
         from gradcheck.warp_compat.kernel_tree import kernel_function
 
-        access = argument_access(call.kernel)
-        written = {getattr(value, "ptr", None) for label, value in arguments if access.writes_to(label)} - {None}
+        access = call_access(call)
+        written = {a.ptr for a in access.arrays("writes")}  # the code may write it: the owner's update
         found = []
         for label, grad in touched:
-            if getattr(grad.owner, "ptr", None) in written or not access.reads_value(label):
+            if getattr(grad.owner, "ptr", None) in written or not access.role(label).reads:
                 continue
 
             def subtracts(_site, kernel=call.kernel, label=label):

@@ -62,33 +62,32 @@ class UnrecordedLog:
         self.events.clear()
 
     def launch(self, call, arguments, why: str) -> None:
-        from gradcheck.warp_compat import argument_access, array_class, arrays_of, is_struct_instance
+        """A launch no tape records: what it may read → what it may write (gradcheck.tape.launch_access's
+        ``carried_from``, the rule the recorded launches of gradcheck.tape.flow_graph follow too). ``arguments``
+        (the call's, by name) are the ones the access holds."""
+        from gradcheck.tape.launch_access import call_access
 
-        array_type = array_class()
-        access = argument_access(call.kernel)
-        reads, writes, labels = [], [], []
-        outputs_from = len(call.inputs)
-        key = getattr(call.kernel, "key", "kernel")
-        for position, (label, value) in enumerate(arguments):
-            # every launch outside a tape passes here (a simulation's whole forward, when it records none): plain
-            # arrays and scalars take the short way, struct arguments are walked
-            if issubclass(type(value), array_type):  # type(), not __class__: an object may only claim to be one
-                found = (value,) if getattr(value, "ptr", None) else ()
-            elif is_struct_instance(value):
-                found = tuple(arrays_of(value, array_type))
-            else:
-                continue
-            written = position >= outputs_from or (access.known and access.writes_to(label))
-            for array in found:
-                if written:  # what it writes is named after the argument (the walk knows no other name for it)
-                    writes.append(array.ptr)
-                    labels.append((array.ptr, f"{key}.{label}"))
-                if not written or access.reads_value(label):
-                    reads.append(array.ptr)
-        if reads and writes:
-            self.events.append(
-                Unrecorded("launch", key, call.site, tuple(reads), tuple(writes), why, tuple(labels), **self._when())
+        access = call_access(call)
+        reads, writes = access.carried_from()
+        if not reads or not writes:
+            return
+        key = access.what
+        # what it writes is named after the argument (the walk knows no other name for it)
+        labels = [
+            (a.ptr, f"{key}.{use.role.name}") for use in access.arguments if use.role.may_write for a in use.arrays
+        ]
+        self.events.append(
+            Unrecorded(
+                "launch",
+                key,
+                call.site,
+                tuple(a.ptr for a in reads),
+                tuple(a.ptr for a in writes),
+                why,
+                tuple(labels),
+                **self._when(),
             )
+        )
 
     def copy(self, dest, src, site: str | None, why: str, inside_warp: bool = False) -> None:
         """``inside_warp``: Warp's own code made it (``wp.array(values)``, ``assign``, ``clone``), not a wp.copy of

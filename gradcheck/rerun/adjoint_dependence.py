@@ -38,20 +38,23 @@ def adjoint_reads(call, label: str) -> bool | None:
 def _test(call, label: str) -> bool | None:
     import numpy as np
 
-    from gradcheck.warp_compat import argument_access, backward_disabled, is_float_array
+    from gradcheck.tape.launch_access import kernel_roles
+    from gradcheck.warp_compat import backward_disabled, is_float_array
 
     arguments = call.arguments()
     labels = [name for name, _ in arguments]
     if label not in labels or backward_disabled(call.kernel):
         return None
     target = dict(arguments)[label]
-    access = argument_access(call.kernel)
     if not is_float_array(target) or not target.is_contiguous:
         return None
     if any(_unsafe(value) for _, value in arguments):
         return None
     rng = np.random.default_rng(7)
-    seeds = {name: random_like(value, rng) for name, value in arguments if _plain(value) and access.writes_to(name)}
+    # seeded: what the code may write (``writes``): the adjoint reads a seed only where the forward wrote
+    roles = kernel_roles(call.kernel, len(arguments), inputs=len(arguments))  # only the code's answer is asked
+    written = {role.name for role in roles if role.writes}
+    seeds = {name: random_like(value, rng) for name, value in arguments if _plain(value) and name in written}
     # an array the launch reads and writes (a[i] = 2 a[i]) is judged the same way: copies, both runs
     other = random_like(target, rng)
     first = private_adjoint(call, arguments, seeds)

@@ -86,20 +86,22 @@ def _record(scenario, restore, held: dict) -> _Run:
     import numpy as np
 
     from gradcheck.measure.fingerprints import fingerprint
-    from gradcheck.warp_compat import array_class, arrays_of, recording_tape
+    from gradcheck.tape.launch_access import launch_access
+    from gradcheck.warp_compat import recording_tape
 
-    array_type = array_class()
     run = _Run()
     restore()
     run.start = {key: fingerprint(array) for key, array in held.items()}
 
-    def on_launch(index: int, kernel_key: str, inputs, outputs) -> None:
-        args = []
-        for kind, group in (("r", inputs), ("w", outputs)):
-            for value in group:
-                for array in arrays_of(value, array_type):
-                    args.append((id(array), fingerprint(array), kind))
-        run.launches.append((kernel_key, args))
+    def on_launch(index: int, kernel, inputs, outputs) -> None:
+        # "r": an input its code may load (its start value can matter as a value); "w": an output, or an input
+        # the code only stores or accumulates into (gradcheck.tape.launch_access)
+        args = [
+            (id(array), fingerprint(array), "r" if use.role.reads and not use.role.output else "w")
+            for use in launch_access(kernel, inputs, outputs).arguments
+            for array in use.arrays
+        ]
+        run.launches.append((kernel.key, args))
 
     tape = recording_tape(on_launch)
     with tape:

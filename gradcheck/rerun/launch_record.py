@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gradcheck.measure.fingerprints import bytes_crc
 from gradcheck.rerun.finite_diff import param_scale
-from gradcheck.rerun.launch_values import leaves
+from gradcheck.tape.launch_access import launch_access
 
 COPY_BUDGET_BYTES = 1 << 30
 
@@ -33,7 +33,7 @@ class Launch:
     arrays_in: list = field(default_factory=list)  # every array the inputs reach (struct fields flattened)
     arrays_out: list = field(default_factory=list)  # every array the outputs reach
     reads: frozenset = frozenset()  # ids of arrays_in
-    writes: frozenset = frozenset()  # ids of arrays_out
+    writes: frozenset = frozenset()  # ids of what it writes (``shown_write``: outputs, inputs its code stores into)
     captured: bool = False  # made while a CUDA graph was being captured: nothing could be copied
     access_known: bool = False  # the kernel's source says which inputs it writes (in writes): no others change
     accumulates: frozenset = frozenset()  # ids of arrays it only adds to (``a[i] += v``, atomic_add): never stores
@@ -67,12 +67,15 @@ class LaunchRecorder:
         from gradcheck.warp_compat import capturing
 
         launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
-        launch.arrays_in, launch.arrays_out = leaves(inputs), leaves(outputs)
+        access = launch_access(kernel, inputs, outputs)
+        launch.arrays_in, launch.arrays_out = access.inputs(), access.outputs()
         launch.reads = frozenset(map(id, launch.arrays_in))
-        written = _inputs_written(kernel, inputs)
-        launch.access_known = written is not None
-        launch.writes = frozenset(map(id, launch.arrays_out + leaves(written or [])))
-        launch.accumulates = _accumulated(kernel, list(inputs) + list(outputs)) if written is not None else frozenset()
+        launch.access_known = access.known
+        # outputs=, and inputs the code (where it could be read) writes: the rest is compared by contents
+        launch.writes = frozenset(map(id, access.arrays("shown_write")))
+        launch.accumulates = frozenset(
+            id(use.array) for use in access.arguments if use.role.accumulates and use.array is not None
+        )
         launch.where = options.get("where")  # the caller of wp.launch
         if capturing():  # a copy now would be recorded into the program's graph, not made
             launch.captured = True
@@ -231,32 +234,6 @@ def record_tangents(
                     entry[id(value)] = (a - b) / (2 * step)
         tangents[base.index] = entry
     return tangents
-
-
-def _inputs_written(kernel, inputs) -> list | None:
-    """Inputs the kernel's source stores into (Warp's examples update state in place through ``inputs=``): the
-    inputs/outputs split is a convention, the syntax tree says what is written (None when it cannot tell)."""
-    from gradcheck.warp_compat import argument_access, kernel_argument_names
-
-    access = argument_access(kernel)
-    if not access.known:
-        return None
-    return [value for name, value in zip(kernel_argument_names(kernel), inputs) if name in access.writes]
-
-
-def _accumulated(kernel, values) -> frozenset:
-    """Ids of the plain array arguments the kernel writes only by accumulating (``a[i] += v``, ``wp.atomic_add``):
-    a value an earlier launch left there flows on through them (Newton's force kernels add into one ``body_f``)."""
-    from gradcheck.warp_compat import is_plain_array
-    from gradcheck.warp_compat import argument_access, kernel_argument_names
-
-    access = argument_access(kernel)
-    names = kernel_argument_names(kernel)
-    return frozenset(
-        id(value)
-        for name, value in zip(names, values)
-        if name in access.writes and name not in access.stores and is_plain_array(value)
-    )
 
 
 @contextlib.contextmanager

@@ -1,15 +1,20 @@
 """The dataflow of one recording, as a graph of launches and arrays: what a gradient chain can follow.
 
-The tape lists its kernel launches and recorded copies (a kernel reads some arguments and writes others: which,
-gradcheck.warp_compat.kernel_access says from its code); gradcheck.observe.unrecorded adds what moved
-values beside it (launches while no tape recorded, copies Warp did not record, host reads). Each edge is placed
-in time: a recorded launch at its position on the tape, an event between the two launches it came between (or
-before them all, when it happened before the tape was entered). Arrays are keyed by data pointer: a view a
-launch is handed and the array the program holds are one node. gradcheck.diagnose.chain_break walks it; the
-``--graph`` picture draws it.
+The tape lists its kernel launches and recorded copies (what each may read and may write: gradcheck.tape.
+launch_access, in the direction that never misses a dependency); gradcheck.observe.unrecorded adds what moved
+values beside it (launches while no tape recorded, copies Warp did not record, host reads), by the same rule. Each
+edge is placed in time: a recorded launch at its position on the tape, an event between the two launches it came
+between (or before them all, when it happened before the tape was entered). Arrays are keyed by data pointer: a
+view a launch is handed and the array the program holds are one node. Two walks follow it: ``walk`` from one node
+(gradcheck.diagnose.chain_break reads the path from a param to the loss off it) and ``depends`` from many at once
+(gradcheck.observe.dataflow: which arrays a leftover gradient in would reach a param); the ``--graph`` picture
+draws it.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 
 class Edge:
@@ -30,27 +35,32 @@ class Edge:
         return f"{self.what} ({short(self.site)})" if self.site else self.what
 
 
+@dataclass
+class Walk:
+    """Where one node's values went (FlowGraph.walk): ``arrival`` node → when its first value from the start got
+    there, ``parent`` node → (edge, node it came from), ``readers`` the edges that read the start and wrote
+    elsewhere, ``host`` (edge, node) of each read to the host of a node the start reached."""
+
+    start: int
+    arrival: dict
+    parent: dict
+    readers: list
+    host: list
+
+
 class FlowGraph:
     """The dataflow of one recording: the tape's launches and copies, and what moved values beside it."""
 
     def __init__(self, tape, events, recording: int | None = None, extra=()) -> None:
-        from gradcheck.warp_compat import launch_reads, recorded_copy, tape_launches
+        from gradcheck.tape.launch_access import recorded_accesses
+        from gradcheck.warp_compat import launch_sites, tape_launches
 
         self.arrays: dict[int, object] = {}  # data pointer → an array the tape holds there
         self.edges: list[Edge] = []
         launches = tape_launches(tape)
-        sites = {index: where for index, _k, _i, where in launch_reads(launches)}
-        for index, entry in enumerate(launches):
-            if entry.__class__ is list:
-                self.edges.append(self._launch_edge(index, entry, sites.get(index)))
-                continue
-            pair = recorded_copy(entry)
-            if pair is not None:
-                dest, src = pair
-                for array in (dest, src):
-                    if getattr(array, "ptr", None):
-                        self.arrays.setdefault(array.ptr, array)
-                self.edges.append(Edge(float(index), "copy", "wp.copy", None, index, (src.ptr,), (dest.ptr,)))
+        sites = launch_sites(launches)
+        for access in recorded_accesses(launches):
+            self.edges.append(self._recorded_edge(access, launches, sites.get(access.index)))
         count = len(launches)
         for order, event in enumerate(events):  # in the order they happened
             at = min(event.at, count) - 0.5 if event.tape == recording and recording is not None else -1.0
@@ -77,35 +87,73 @@ class FlowGraph:
         self._spans = _Spans(self.arrays)
         self._one_node_per_array()
 
-    def _launch_edge(self, index: int, entry: list, site: str | None) -> Edge:
-        """A recorded kernel launch: what it reads → what it writes (outputs=, and inputs its code stores into)."""
-        from gradcheck.warp_compat import (
-            argument_access,
-            array_class,
-            arrays_of,
-            backward_disabled,
-            kernel_argument_names,
-        )
+    def _recorded_edge(self, access, launches: list, site: str | None) -> Edge:
+        """A recorded launch or copy: what it may read → what it may write (gradcheck.tape.launch_access's
+        ``carried_from``: the direction that never misses a dependency, as observe.dataflow's walk takes it)."""
+        from gradcheck.warp_compat import backward_disabled
 
-        array_type = array_class()
-        kernel, inputs, outputs = entry[0], entry[3], entry[4]
-        access = argument_access(kernel)
-        labels = kernel_argument_names(kernel)
-        reads, writes, named = [], [], {}
-        for position, value in enumerate([*inputs, *outputs]):
-            label = labels[position] if position < len(labels) else f"arg{position}"
-            written = position >= len(inputs) or (access.known and access.writes_to(label))
-            for array in arrays_of(value, array_type):
+        reads, writes = access.carried_from()
+        for use in access.arguments:  # every array it is handed is a node, read or written or neither
+            for array in use.arrays:
                 self.arrays.setdefault(array.ptr, array)
-                named.setdefault(array.ptr, f"{kernel.key}.{label}")
-                if written:
-                    writes.append(array.ptr)
-                if not written or access.reads_value(label):
-                    reads.append(array.ptr)
+        index = access.index
+        if access.kind == "copy":
+            return Edge(float(index), "copy", "wp.copy", None, index, _pointers(reads), _pointers(writes))
+        kernel, named = access.kernel, {}
+        for use in access.arguments:
+            for array in use.arrays:
+                named.setdefault(array.ptr, f"{kernel.key}.{use.role.name}")
         why = "no-backward" if backward_disabled(kernel) else None
         return Edge(
-            float(index), "launch", kernel.key, site, index, tuple(reads), tuple(writes), why, kernel, entry, named
+            float(index),
+            "launch",
+            kernel.key,
+            site,
+            index,
+            _pointers(reads),
+            _pointers(writes),
+            why,
+            kernel,
+            launches[index],
+            named,
         )
+
+    def walk(self, start: int) -> Walk:
+        """Where the values at node ``start`` go, forward in time: an edge carries a value only if it got there
+        before the edge ran. gradcheck.diagnose.chain_break reads the path; ``depends`` is the same walk for many
+        sources at once."""
+        walk = Walk(start, {start: -math.inf}, {}, [], [])
+        arrival, parent = walk.arrival, walk.parent
+        for edge in self.edges:
+            hit = next((r for r in edge.reads if r in arrival and arrival[r] < edge.time), None)
+            if hit is None:
+                continue
+            if edge.kind == "host-read":
+                if hit != start:  # printing the start itself moves nothing
+                    walk.host.append((edge, hit))
+                continue
+            if hit == start and any(w != start for w in edge.writes):  # an update in place moves nothing
+                walk.readers.append(edge)
+            for w in edge.writes:
+                if w not in arrival:
+                    arrival[w], parent[w] = edge.time, (edge, hit)
+        return walk
+
+    def depends(self, sources: list) -> dict[int, set[int]]:
+        """Node → indices (into ``sources``) of the arrays whose values reach it along the edges, in time order:
+        ``walk`` from each source at once (observe.dataflow asks it for a recording's params)."""
+        reach: dict[int, set[int]] = {}
+        for number, source in enumerate(sources):
+            if getattr(source, "ptr", None):
+                reach.setdefault(self.canon(source.ptr), set()).add(number)
+        for edge in self.edges:
+            if edge.kind == "host-read":
+                continue
+            incoming = set().union(*(reach[r] for r in edge.reads if r in reach))
+            if incoming:
+                for w in edge.writes:
+                    reach.setdefault(w, set()).update(incoming)
+        return reach
 
     def canon(self, ptr: int) -> int:
         """The node of a data pointer: the widest array the graph knows whose memory holds it (a view's pointer,
@@ -188,6 +236,10 @@ class FlowGraph:
             for ptr, text in edge.labels.items():
                 found.setdefault(ptr, text)
         return found
+
+
+def _pointers(arrays) -> tuple:
+    return tuple(array.ptr for array in arrays)
 
 
 class _Spans:

@@ -154,7 +154,8 @@ class _Visitor:
         if isinstance(node, ast.Subscript):
             root = self.root(node.value)
             if root is not None:
-                self.reads.add(root)
+                if not _metadata(node.value):  # a.shape[0]: metadata, not values
+                    self.reads.add(root)
                 self.index(node)
                 return
         if isinstance(node, ast.Attribute):
@@ -266,6 +267,11 @@ class _Visitor:
         self.reads.add(name)
         self.writes.add(name)
         self.stores.add(name)
+
+
+def _metadata(node) -> bool:
+    """``a.shape`` (``s.field.strides``): an array's metadata attribute."""
+    return isinstance(node, ast.Attribute) and node.attr in _METADATA
 
 
 def _plain_path(node) -> bool:

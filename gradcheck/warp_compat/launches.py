@@ -46,15 +46,16 @@ def kernel_launches(launches):
             yield index, entry[LAUNCH_KERNEL], chain(entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS])
 
 
-def launch_reads(launches):
-    """(index, kernel, inputs, caller) for each kernel entry: what the launch was given to read, and where it was
-    launched from (``file:line``, from the launch metadata Warp records; None when it has none)."""
+def launch_sites(launches) -> dict[int, str | None]:
+    """Index → where each kernel entry was launched from (``file:line``, from the launch metadata Warp records; None
+    when it has none). What a launch reads and writes: gradcheck.tape.launch_access."""
+    sites = {}
     for index, entry in enumerate(launches):
         if entry.__class__ is list:
             metadata = entry[LAUNCH_METADATA] if len(entry) > LAUNCH_METADATA else None
             caller = (metadata or {}).get("caller") if isinstance(metadata, dict) else None
-            where = f"{caller['file']}:{caller['lineno']}" if caller and "file" in caller else None
-            yield index, entry[LAUNCH_KERNEL], entry[LAUNCH_INPUTS], where
+            sites[index] = f"{caller['file']}:{caller['lineno']}" if caller and "file" in caller else None
+    return sites
 
 
 def takes_object_ids(kernel) -> bool:
@@ -81,13 +82,6 @@ def replayable_launches(launches):
             if launch_accepts("block_dim") and len(entry) > 6 and entry[6]:
                 options["block_dim"] = entry[6]
             yield index, entry[LAUNCH_KERNEL], entry[1], entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS], options
-
-
-def launch_inputs_outputs(launches):
-    """(inputs, outputs) of each kernel entry on a tape, as the launch listed them; record_func entries skipped."""
-    for entry in launches:
-        if entry.__class__ is list:
-            yield entry[LAUNCH_INPUTS], entry[LAUNCH_OUTPUTS]
 
 
 def recorded_copy(entry):
@@ -213,14 +207,14 @@ def first_use_label(launches, value, suffix: str = "") -> str | None:
 
 
 def recording_tape(on_launch):
-    """A ``wp.Tape`` that calls ``on_launch(index, kernel key, inputs, outputs)`` after each kernel launch
+    """A ``wp.Tape`` that calls ``on_launch(index, kernel, inputs, outputs)`` after each kernel launch
     (Warp records a launch after running it, so the arguments hold what the launch left)."""
     import warp as wp
 
     class RecordingTape(wp.Tape):
         def record_launch(self, kernel, dim, max_blocks, inputs, outputs, device, block_dim=0, metadata=None):
             super().record_launch(kernel, dim, max_blocks, inputs, outputs, device, block_dim, metadata)
-            on_launch(len(self.launches) - 1, kernel.key, inputs, outputs)
+            on_launch(len(self.launches) - 1, kernel, inputs, outputs)
 
     return RecordingTape()
 
