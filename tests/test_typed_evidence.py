@@ -224,3 +224,13 @@ def test_a_driver_extends_evidence_with_keys_of_its_own():
         and type(more) is type(finding.evidence)
     )
     assert "verify_fp_first" not in finding.evidence  # the original is untouched
+
+
+def test_a_site_is_the_programs_line_under_exec_and_none_under_run():
+    """Under ``run`` the engine calls ``tape.backward`` for a scenario without a backward hook: no program frame is
+    on the stack, and the frames below the engine (the console script, a --timeout worker) are a launcher's, so the
+    site is none — never ``.venv/bin/gradcheck:6`` or ``multiprocessing/process.py:108``."""
+    (ran,) = [f for f in SOURCES[("zero-audit", "")]().findings if f.check == "zero-audit"]
+    assert ran.evidence["site"] is None
+    (carried,) = [f for f in SOURCES[("accumulation", "carried")]().findings if f.check == "zero-audit"][:1]
+    assert carried.evidence["site"].startswith(str(FAMILY)), carried.evidence["site"]

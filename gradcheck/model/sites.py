@@ -59,11 +59,24 @@ def absolute(filename: str) -> str:
     return os.path.abspath(filename)
 
 
+_DRIVERS = ("gradcheck.engine.", "gradcheck.cli.")  # gradcheck's drivers: what calls them is a launcher
+
+
 def caller_site() -> str | None:
-    """``file:line`` of the innermost frame of the program itself."""
+    """``file:line`` of the innermost frame of the program itself, above the driver that runs it: under ``run`` the
+    engine itself calls ``tape.backward`` for a scenario without a backward hook, and the frames below it (the
+    console script, a ``--timeout`` worker's multiprocessing bootstrap, a test calling ``gradcheck.check``) called
+    gradcheck, not Warp: such a call has no site, never the launcher's line."""
     frame = sys._getframe(1)
     try:
-        return next((frame_site(f) for f in program_frames(frame)), None)
+        while frame is not None:
+            name = frame.f_globals.get("__name__", "") or ""
+            if is_program_module(name):
+                return frame_site(frame)
+            if name.startswith(_DRIVERS):
+                return None
+            frame = frame.f_back
+        return None
     finally:
         del frame
 
