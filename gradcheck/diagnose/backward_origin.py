@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_ENTRIES = 20_000  # more tape entries than this: not probed (n log n adjoint launches, two copies of every grad)
+MAX_ENTRIES = 20_000  # more tape entries than this: not searched (n log n adjoint launches, two copies of every grad)
 KINDS = ("nonfinite", "growth")
 
 
@@ -235,7 +235,7 @@ class _Search:
         norms = np.zeros(count, dtype=np.float64)
         if self.float_positions:
             if self.plan is None:
-                self.plan = StatsPlan()  # kept: the rows are built once for the same buffers, probe after probe
+                self.plan = StatsPlan()  # kept: the rows are built once for the same buffers, backward after backward
             table = self.plan.table([self.buffers[i] for i in self.float_positions])
             nonfinite[self.float_positions] = table.columns["nans"] + table.columns["infs"]
             norms[self.float_positions] = np.sqrt(table.columns["sumsq"])

@@ -3,12 +3,12 @@
 "Why is my gradient zero?" is the question Warp users ask most. The answer is a place in the program: the launch
 that read the param before ``with tape:``, the ``wp.copy`` Warp did not record, the intermediate allocated without
 ``requires_grad``, the kernel built with ``enable_backward=False``, the ``.numpy()`` the values left through, the
-``wp.floor`` with no adjoint. This probe finds it by walking the dataflow forward from the param toward the loss:
+``wp.floor`` with no adjoint. This module finds it by walking the dataflow forward from the param toward the loss:
 
-- the edges are the tape's launches (what each kernel reads → what it writes, kernel_access), its recorded copies,
-  and what moved values without the tape (gradcheck.observe.unrecorded: launches while no tape recorded,
-  unrecorded copies, host reads), each at its place in time: a launch carries a value only if it ran after the
-  value got there;
+- the edges (gradcheck.tape.flow_graph, over gradcheck.tape.launch_access) are the tape's launches (what each
+  reads → what it writes), its recorded copies, and what moved values without the tape
+  (gradcheck.observe.unrecorded: launches while no tape recorded, unrecorded copies, host reads), each at its
+  place in time: a launch carries a value only if it ran after the value got there;
 - if the loss is reached, the path is read from the loss back toward the param, as backward would carry the
   gradient, and the first link backward cannot cross is the break: a link the tape does not hold, a kernel
   without a backward, an array without a gradient buffer. When every link is sound, each launch on the path is

@@ -240,7 +240,7 @@ def _where(last_pass: tuple[str, int, int] | None) -> str:
     _, done, passes = last_pass
     if done < passes:
         return f"during pass {done + 1} of {passes}"
-    return f"after its {passes} passes (finite-difference or replay probe)"
+    return f"after its {passes} passes (finite-difference, blame or reentrancy probe)"
 
 
 def _failure(spec: str, options, device: str, message: str, seconds: float):

@@ -2,7 +2,7 @@
 
 Each probe is a small object behind one protocol: ``name`` (how a failure is reported), ``field`` (the Trace field
 it fills) and ``run(context) -> result or None``. They run in order (the state probe, finite differences, the
-per-launch blame, which follows the finite differences' failing probe, and the reentrancy probe), each with the
+per-launch blame, which follows the finite differences' failing direction, and the reentrancy probe), each with the
 observer uninstalled: evidence about the program comes from the passes alone. A probe that raises costs only its
 own result: the exception becomes an InternalError (an ``internal-error`` finding), and the scenario's own
 failure during a probe's forward stays the scenario's error, with every pass's findings still reported.
@@ -134,7 +134,7 @@ class Blame:
             verdicts, note = self._verdicts(c, fd_result)
         except ScenarioError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a probe that cannot replay this program must not cost its report
+        except Exception as exc:  # noqa: BLE001 - a probe that fails on this program must not cost its report
             return BlameResult(why=why, skipped=f"the probe failed: {type(exc).__name__}: {str(exc)[:200]}")
         finally:
             c.restore_all()

@@ -27,7 +27,7 @@ def replay_twice(c) -> ReplayResult:
         c.restore_all()
         tape = wp.Tape()
         with tape:
-            loss = call(c.name, "forward (replay probe)", c.scenario.forward)
+            loss = call(c.name, "forward (reentrancy probe)", c.scenario.forward)
         names = walk(c.scenario)
         reachable = reachable_gradients(tape, c.params, lambda: names)
         array_type = array_class()

@@ -2,7 +2,7 @@
 
     gradcheck sweep cartpole --set steps=10,100,300,600 [--set scratch=per-step] [--plot err.png]
 
-Each value runs one pass and the fast FD check (no element fallback, no replay probe); the table
+Each value runs one pass and the fast FD check (no element fallback, no reentrancy probe); the table
 gives the worst relative error of the directional derivatives per value. On stock Newton cartpole it
 grows with the horizon; with per-step scratch it stays near the float32 floor.
 """
@@ -74,7 +74,7 @@ def _row(spec: str, settings: dict, value: str, fault, device: str, fd, progress
     from gradcheck.model.exit_codes import ExitCode
     from gradcheck.model.options import BlameMode, RunOptions
 
-    # the sweep charts the finite-difference error: no replay or per-launch probes
+    # the sweep charts the finite-difference error: no reentrancy or blame probes
     options = RunOptions(
         device=device, passes=1, fault=fault, settings=settings, fd=fd, replay=False, blame=BlameMode.off
     )

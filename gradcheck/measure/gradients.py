@@ -1,7 +1,8 @@
-"""Reading gradient buffers: per-parameter statistics against pass 1, and nonzero tests.
+"""Reading each param's gradient once a pass, on the device: its statistics, compared with its first pass.
 
-Values are copied to the host (``numpy()`` is a view on CPU, so copies are taken before the
-zero step can clear them). Norms accumulate in float64.
+Pass k's gradient against pass 1's is the accumulation evidence, so the first gradient stays on the device as a
+copy and later passes are compared with it in the statistics launch (gradcheck.measure.stats): a few scalars per
+param reach the host, never the values. Bitwise on CPU; within CUDA_RTOL on CUDA. Norms accumulate in float64.
 """
 
 from __future__ import annotations

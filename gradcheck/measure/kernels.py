@@ -3,7 +3,8 @@
 Gradient statistics for every param and for every gradient buffer the zero audit reaches
 (thousands for a 100-step Newton rollout) on every pass. Reading each one from Python costs
 microseconds apiece and dominated the pass; one launch over a table of (pointer, length) rows
-covers them all, on CPU or CUDA, and only a few scalars per buffer come back to the host.
+covers them all, on CPU or CUDA, and only a few scalars per buffer come back to the host. Also the scale and
+clamp kernels of gradient clipping (gradcheck.clip, ``--clip-norm``).
 
 Kernels are made per scalar type from one Python function; each gets its own name, because the
 closure over the scalar type is not part of Warp's module hash (same source, same module).

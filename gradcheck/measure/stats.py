@@ -111,7 +111,7 @@ def gradient_stats(buffers: list, references: list | None = None, device=None) -
 class StatsPlan:
     """Launch tables for a list of buffers, reused while the list stays the same.
 
-    The runner asks for the stats of the same buffers pass after pass (the params, the ~2,400
+    The observer asks for the stats of the same buffers pass after pass (the params, the ~2,400
     gradient buffers of a Newton rollout); rebuilding the (pointer, length) rows in Python each
     time cost more than the kernel. The plan keeps the device-side rows and output arrays and
     rebuilds them only when a pointer, size or dtype changes.

@@ -9,7 +9,7 @@ memory (dangling). Nested structs are copied on assignment, so editing the inner
 does not reach the outer one.
 
 This module compares every mirror and record with the live array, recursively, and judges each
-pointer with the allocation ledger and the arrays the scenario walk named.
+pointer with the allocation ledger and the arrays the walk for names reached (gradcheck.tape.naming).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Exception types that become one line on stderr and a documented exit code.
 
-Anything else escaping a scenario is wrapped into ScenarioError by the pipeline; a traceback is
-shown only with --debug.
+Anything else escaping a scenario is wrapped into ScenarioError where the scenario is called
+(engine.scenario_hooks); a traceback is shown only with --debug.
 """
 
 from gradcheck.model.exit_codes import ExitCode

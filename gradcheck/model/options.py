@@ -1,7 +1,7 @@
 """Run options as frozen, typed values, validated in one place.
 
-The CLI, ``gradcheck.check``, ``sweep``, ``selftest`` and ``ci`` all build these; a value that makes no
-sense raises UsageError here, naming the option as the command line spells it, whoever passed it. So
+The CLI, ``gradcheck.check``, ``gradcheck.audit``, ``sweep``, ``selftest`` and ``ci`` all build these; a value that
+makes no sense raises UsageError here, naming the option as the command line spells it, whoever passed it. So
 ``gradcheck.check(..., fd="fsat")`` is the same usage error as ``--fd fsat``, never a silently skipped
 check, and ``clip_norm=-1`` is refused before any scenario runs instead of failing deep inside one.
 """
@@ -143,7 +143,7 @@ class RunOptions:
     clip_norm: float | None = None  # --clip-norm: clip params' gradients after readout, report before/after
     trace_nonfinite: bool = False  # --trace-nonfinite: re-run with wp.config.verify_fp when NaN/Inf is found
     fd: FDOptions = field(default_factory=FDOptions)  # finite-difference check (--fd fast|elements|off)
-    replay: bool = True  # write-after-read and reentrancy probe (--no-replay to skip)
+    replay: bool = True  # the reentrancy probe (--no-replay to skip)
     blame: BlameMode = BlameMode.auto  # per-launch adjoint test (--blame auto|always|off)
     checks: CheckOptions = field(default_factory=CheckOptions)
     timeout: float | None = None  # --timeout: run in a worker process, stop a scenario after this many seconds

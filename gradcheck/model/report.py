@@ -74,7 +74,7 @@ class FDSummary:
     skipped: str | None  # why no comparison was made
     noise_floor: float = 0.0  # errors below this are invisible under the loss's noise: 0.0 error means "below"
     noise_level: float | None = None  # sigma of the loss's computational noise, when a disagreement measured it
-    converged: bool = True  # every probe's finite difference settled (False: part of the check had no verdict)
+    converged: bool = True  # every direction's finite difference settled (False: part of the check had no verdict)
     restored_arrays: int = 0  # program arrays put back to the first pass's start before each rollout
     state_note: str | None = None  # why they were not (over the memory budget)
 
@@ -163,7 +163,7 @@ class ScenarioResult:
     traceback: str | None = None  # only filled with --debug
     seconds: float = 0.0
     losses: tuple[float | None, ...] = ()
-    notes: tuple[str, ...] = ()  # what the runner did differently, e.g. a pass whose backward was not launched
+    notes: tuple[str, ...] = ()  # what the driver did differently, e.g. a pass whose backward was not launched
     clip: ClipSummary | None = None  # --clip-norm
     fd: FDSummary | None = None  # finite differences
     blame: BlameSummary | None = None  # per-launch adjoint test, when it ran

@@ -1,4 +1,4 @@
-"""What the runner observed, pass by pass: the only input the checks see.
+"""What a driver observed, pass by pass (a program's backward by backward under exec): the only input the checks see.
 
 Plain frozen data (no Warp objects), so checks are pure functions that tests can feed by hand
 and a report can outlive the arrays it describes.
@@ -33,11 +33,6 @@ class ParamPass:
     readout_checksum: int | None = None
     clipped_norm: float | None = None  # after gradcheck's own --clip-norm step
     index: int = 0  # the PassRecord (pass, or backward) this was read after
-
-    @property
-    def mutated(self) -> bool:
-        """The gradient read by the user's loop is not the one backward produced."""
-        return self.readout_checksum is not None and self.readout_checksum != self.checksum
 
 
 # How an array came to be judged as a parameter: evidence, not the command that ran the program.
@@ -191,7 +186,7 @@ class BridgeIssue:
 
 @dataclass(frozen=True)
 class InternalError:
-    """A probe or check of gradcheck's own that raised: reported as a finding, never at the cost of the others."""
+    """A check, probe or observer part of gradcheck's own that raised: a finding, never at the cost of the others."""
 
     component: str  # "check accumulation", "observer: zero audit", "probe finite differences"
     error: str  # "ValueError: ..."
@@ -257,7 +252,7 @@ class LaunchVerdict:
     # whether the program trains through the launch (exec: it updates params from their gradients; None: run's
     # scenario params, trained by definition); a hand-written adjoint that disagrees is a bug only then
     trained: bool | None = None
-    # (adjoint, FD) of every settled probe of the test (directions, inputs alone): the disagreement's shape
+    # (adjoint, FD) of every settled direction of the test (whole, inputs alone): the disagreement's shape
     probes: tuple[tuple[float, float], ...] = ()
 
 
@@ -349,7 +344,7 @@ class Probe:
     noise_floor: float = 0.0  # noise / the derivative's size: disagreements below this cannot be seen
     converged: bool = True  # estimates at two steps agreed within their noise (or the first step agreed with AD)
     steps: tuple[Step, ...] = ()  # every step tried, in order
-    # (left, right) one-sided derivatives when the loss has a kink at the params along this probe (then no verdict)
+    # (left, right) one-sided derivatives when the loss has a kink at the params along this direction (no verdict)
     kink: tuple[float, float] | None = None
 
 
@@ -367,7 +362,7 @@ class FDResult:
     repeat_loss: float | None = None  # the unperturbed loss evaluated again: it must equal `loss`
     restored_arrays: int = 0  # program arrays (params aside) put back to the first pass's start before each rollout
     # the param direction (key → numpy step) of the worst converged disagreement: the blame probe follows it,
-    # so the launches it tests move the way the failing probe moved the program
+    # so the launches it tests move the way the failing direction moved the program
     culprit_direction: Mapping | None = field(default=None, compare=False, repr=False)
     state_note: str | None = None  # why the program's arrays were not kept (over the memory budget)
 
@@ -381,7 +376,7 @@ class FDResult:
 
     @property
     def disagrees(self) -> bool:
-        """A probe converged on a disagreement at or beyond the warning band: fd-mismatch fires."""
+        """A direction or element converged on a disagreement at or beyond the warning band: fd-mismatch fires."""
         return not self.skipped and any(p.converged and p.rel_error >= self.warn for p in self.probes)
 
     @property
@@ -406,8 +401,8 @@ class Rewrite:
 
 @dataclass(frozen=True)
 class ReplayResult:
-    hazards: tuple[Rewrite, ...] = ()  # changed rewrites
-    identical: tuple[Rewrite, ...] = ()  # rewrites with the same values (harmless)
+    """The reentrancy probe's result (``Trace.replay``: the public name predates the word; nothing here replays)."""
+
     reentrant: bool | None = None
     grad_diff: float = 0.0  # largest relative difference of a param gradient between the two backward passes
     worst_param: str | None = None
@@ -430,7 +425,7 @@ class Trace:
     zero_step: str = "tape.zero()"  # how the gradients were cleared between passes
     clip_norm: float | None = None  # --clip-norm applied after readout, if any
     fd: FDResult | None = None  # finite differences, after the passes
-    replay: ReplayResult | None = None  # write-after-read and reentrancy probe, after the passes
+    replay: ReplayResult | None = None  # the reentrancy probe, after the passes
     carried_state: tuple[CarriedArray, ...] | None = None  # when the loss changed at fixed params: the roots
     no_backward_kernels: tuple[str, ...] = ()  # kernels on the tape built with enable_backward=False
     # arrays launches read that changed between forward() and tape.backward (pass 1); None: not watched
@@ -440,9 +435,9 @@ class Trace:
     # every pass started from the same param values (gradcheck run restores them): then pass k's gradient must
     # equal pass 1's, and the loss must repeat. A program training under gradcheck exec moves its params.
     fixed_params: bool = True
-    backwards: int = 0  # tape.backward calls (and graph replays) observed
+    backwards: int = 0  # tape.backward calls (and graph launches) observed
     iterations: int = 0  # passes, or backwards of a program: ≥ len(passes) when a long run kept only some records
-    internal_errors: tuple[InternalError, ...] = ()  # probes of gradcheck's own that failed on this program
+    internal_errors: tuple[InternalError, ...] = ()  # checks, probes, observer parts that failed on this program
     # a long program's backwards audited in full only by a cadence (gradcheck.observe.cadence): first, every,
     # backwards, audited; None when every backward was
     sampling: Mapping[str, int] | None = None

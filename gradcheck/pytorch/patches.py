@@ -53,7 +53,7 @@ def data_ptr(tensor) -> int:
 
 @contextlib.contextmanager
 def observed(watch):
-    """Install the hooks for ``watch`` (an pytorch.watch.TorchWatch); every one is removed on exit."""
+    """Install the hooks for ``watch`` (a pytorch.watch.TorchWatch); every one is removed on exit."""
     import torch
     import torch.optim.optimizer as optimizer_module
 

@@ -70,7 +70,7 @@ def _plain(value) -> bool:
 
 def _unsafe(value) -> bool:
     """An argument the test cannot copy: anything holding arrays of the program's other than a plain array (the
-    adjoint replays the forward's stores, which would land in the program's memory)."""
+    adjoint re-runs the forward's stores, which would land in the program's memory)."""
     from gradcheck.warp_compat import is_struct_instance
 
     if _plain(value):

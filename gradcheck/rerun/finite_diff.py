@@ -15,7 +15,7 @@ by ~0.4). So:
    first central difference uses eps = 1e-2. When it agrees with the tape, that is the verdict: two
    rollouts, the common case.
 2. On a disagreement the loss's noise sigma is measured once per run, Moré & Wild's ECnoise ("Estimating
-   computational noise", SIAM J. Sci. Comput. 33(3), 2011): nine equally spaced rollouts along the probe,
+   computational noise", SIAM J. Sci. Comput. 33(3), 2011): nine equally spaced rollouts along the direction,
    a difference table, and the order at which its levels agree and its entries change sign.
 3. Steps are taken from a ladder around 1e-2, only those whose noise error (2 sigma / eps) is well below
    the band being judged, until two neighbouring steps agree within their noise (convergence). Smaller
@@ -23,8 +23,8 @@ by ~0.4). So:
 4. An agreement counts at the first pair that settles. A disagreement counts only beyond the noise, only when
    three consecutive precise steps agree on it, and only at the smallest steps that can judge it: losses of
    real programs are piecewise smooth (contacts, clamps, look-ups), and two steps across kinks can agree on
-   a value that is not the derivative. A probe that never settles is "no verdict", never an error. A probe costs at most ~36
-   rollouts (8-24 of them measure the noise, once per run).
+   a value that is not the derivative. A direction that never settles is "no verdict", never an error. A direction
+   costs at most ~36 rollouts (8-24 of them measure the noise, once per run).
 5. Estimates that never settle but all lie far on the other side of zero from the tape are a disagreement too
    (fd_evidence.one_sided; Warp's example_diffray: tape +39.6, FD -34.5, -19.2, -30.5, -22.8 at four steps).
 
@@ -139,7 +139,7 @@ class Rollouts:
 
 
 class Judge:
-    """Compares the tape's derivative with finite differences along one probe at a time, spending rollouts
+    """Compares the tape's derivative with finite differences along one direction at a time, spending rollouts
     only on disagreements; the loss's noise is measured once, at the first disagreement."""
 
     def __init__(self, rollouts: Rollouts, base: float, options: FDOptions, sigma: float | None = None):
@@ -147,7 +147,7 @@ class Judge:
         self.rollouts, self.base, self.options = rollouts, base, options
         self.sigma: float | None = sigma
         self._sigma_measured = sigma is not None
-        self._measured_along: dict | None = None  # the probe the noise was measured along
+        self._measured_along: dict | None = None  # the direction the noise was measured along
 
     def probe(self, label: str, ad: float, delta: dict, floor: float) -> Probe:
         """``floor`` is the size a derivative of this kind typically has, so a direction nearly orthogonal to
@@ -156,7 +156,7 @@ class Judge:
         if self._error(ad, first, floor) < self.options.warn and self._precise(ad, first, floor):
             return self._verdict(label, ad, first, floor, True, (first,))
         if ad == 0.0 and first.ahead == 0.0 and first.behind == 0.0:
-            # the loss does not move at all along the probe and the tape says so: exact agreement (params the
+            # the loss does not move at all along the direction and the tape says so: exact agreement (params the
             # loss does not depend on), not noise; nothing smaller or larger would tell more
             return self._verdict(label, ad, first, floor, True, (first,))
         if not self._sigma_measured:
@@ -179,7 +179,7 @@ class Judge:
                 return self._verdict(label, ad, agreed, floor, True, tuple(steps.values()))
         verdict = self._final(label, ad, steps, size, floor)
         if verdict.converged and verdict.rel_error >= self.options.warn and self._measured_along is not delta:
-            # a disagreement is about to be reported, but the noise was measured along another probe, and one
+            # a disagreement is about to be reported, but the noise was measured along another direction, and one
             # ECnoise estimate is good to a factor of ~2: measure it along this one too and keep the larger
             here = self.rollouts.noise(delta, self.base)
             if here is not None and here > (self.sigma or 0.0):
@@ -246,7 +246,7 @@ class Judge:
         return None
 
     def _kink(self, steps: dict, size: float) -> tuple[float, float] | None:
-        """(left, right) derivatives when the loss has a kink at the params along this probe, else None.
+        """(left, right) derivatives when the loss has a kink at the params along this direction, else None.
 
         For a smooth loss the two one-sided differences differ by f'' eps: the gap shrinks with the step. At a
         kink (a contact exactly at rest, a velocity that puts a semi-Lagrangian back-trace exactly on a grid
@@ -327,7 +327,7 @@ def run_fd(
     judge = Judge(rollouts, base, options)
     scale = {k: param_scale(rollouts.x0[k]) for k in keys}
     rng = np.random.default_rng(options.seed)
-    worst: list = [None]  # (probe, delta) of the worst converged disagreement
+    worst: list = [None]  # (Probe, delta) of the worst converged disagreement
     directions = _directions(judge, rollouts, grads, keys, scale, rng, options, worst)
     elements = []
     # elements sharpen a directional failure, and may decide where random directions could not (their largest
@@ -446,7 +446,7 @@ def _same_loss(first: float, second: float, device) -> bool:
 
 
 def _per_unit(probe: Probe, scale: float) -> Probe:
-    """An element probe in derivative units of the param itself, not along the scaled step."""
+    """An element's Probe in derivative units of the param itself, not along the scaled step."""
     return replace(
         probe,
         ad=probe.ad / scale,

@@ -8,9 +8,10 @@ function's transpose Jacobian: for random output weights w and a random input di
 
 and the adjoint must *add* J^T w to the input gradients it is given (Warp accumulates adjoints; an adjoint
 that assigns drops every other contribution). Both are checked on the values the launch really ran on:
-Warp records a launch only after it ran, and later launches overwrite what it read, so the probe forward
-intercepts ``wp.launch`` and keeps a copy of each array argument whenever it changed since its last copy
-(a memory budget caps the copies; launches past it are listed as not checked).
+Warp records a launch only after it ran, and later launches overwrite what it read, so the launches come from a
+recording (gradcheck.rerun.launch_record) that copied each array argument before the launch, whenever it changed
+since its last copy (a memory budget caps the copies; launches past it are listed as not checked). The same tests
+serve ``run``'s blame probe, ``exec --blame`` and ``exec``'s default adjoint test (``check_selected``).
 
 Everything runs on private copies: the program's arrays are never written. The finite differences use the
 noise-aware judge of gradcheck.rerun.finite_diff (disagreements need three agreeing steps).
@@ -72,7 +73,7 @@ def check_selected(
     """The tests of the launches at ``selected`` (tape positions) only: what the default adjoint test of
     ``gradcheck exec`` runs, the first launch of each kernel. ``units``: the recording holds copies of every
     launch, so a launch that fails alone is tested with its neighbours (a split adjoint); without them such a
-    launch keeps its lone verdict, which the caller must not take for a measured error. Each input is probed alone
+    launch keeps its lone verdict, which the caller must not take for a measured error. Each input is tested alone
     too (a few launches: the cost --blame cannot pay on every launch)."""
     import numpy as np
 

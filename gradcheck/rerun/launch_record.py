@@ -1,10 +1,12 @@
-"""The blame probe's forward: every launch recorded with copies of its array arguments as they were before it ran.
+"""A forward's launches recorded with copies of their array arguments as they were before each ran.
 
 Warp records a launch on the tape only after it ran, and later launches overwrite what it read; the per-launch
-test (gradcheck.rerun.unit_replay) needs the values each launch really ran on. So the probe forward intercepts
-every launch (gradcheck.warp_compat.intercepted_launches) and keeps a copy of each array argument whenever
-it changed since its last copy, within a memory budget (launches past it are listed as not checked). Two more
-recorded forwards give the program's own tangent of each launch's inputs (``record_tangents``).
+test (gradcheck.rerun.unit_replay) needs the values each launch really ran on. So a ``LaunchRecorder`` sees every
+launch before it runs (``record_forward``: the blame probe's own forward, through
+gradcheck.warp_compat.intercepted_launches; under ``exec``, the observer's launch hook: gradcheck.observe.blame_watch
+and gradcheck.observe.kernel_tests) and keeps a copy of each array argument whenever it changed since its last copy,
+within a memory budget (launches past it are listed as not checked). Under ``run``, two more recorded forwards give
+the program's own tangent of each launch's inputs (``record_tangents``).
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def record_tangents(
     scenario, params: dict, restore, recorder: LaunchRecorder, seed: int = 0, step: float = 1e-3, direction=None
 ):
     """launch index → {id(array): d(values before the launch) / dt} along a param direction (``direction``: the one
-    a finite-difference probe disagreed along, key → step; else random), from two more
+    finite differences disagreed along, key → step; else random), from two more
     recorded forwards at params +- step (relative to each param's RMS), or None when those forwards launched
     something else (a data-dependent launch sequence).
 

@@ -115,8 +115,6 @@ def _float_fields(dtype) -> list[str]:
     return names
 
 
-
-
 def leaf_labels(launch) -> dict:
     """id(array) → ``kernel.argument`` for each array a launch reaches (``kernel.argument.field`` inside a struct):
     how a finding names an array the program never named."""

@@ -63,7 +63,7 @@ def test_unit(
     unit: list[Launch], options: FDOptions, rng, read_after, path, tangents=None, pool=None, per_input: bool = False
 ) -> LaunchVerdict:
     """The verdict on one unit (see the module docstring). ``pool``: a BufferPool the unit's private buffers come
-    from and go back to (a few thousand units allocate far less). ``per_input``: each input is also probed alone
+    from and go back to (a few thousand units allocate far less). ``per_input``: each input is also tested alone
     (see _Replay.judge)."""
     refused = _refused(unit, path)
     if isinstance(refused, LaunchVerdict):
@@ -275,7 +275,7 @@ class _Replay:
         if not as_left:
             self._dirty = set(self.arrays)
         for launch in reversed(self.unit):
-            # as the tape's backward replays it: inputs as the launch read them, outputs as it left them
+            # as the tape's backward runs it: inputs as the launch read them, outputs as it left them
             if not as_left:
                 for key, copy in {**launch.pre, **self.post[launch.index]}.items():
                     wp.copy(own[key], copy)
@@ -295,8 +295,8 @@ class _Replay:
     def judge(
         self, finals: list, perturbable: list, options: FDOptions, rng, tangents, per_input: bool = False
     ) -> LaunchVerdict:
-        """The dot-product and accumulation tests. ``per_input``: with several inputs, each is also probed alone
-        along its part of the direction, and the worst converged probe is the verdict: a wrong adjoint of one input
+        """The dot-product and accumulation tests. ``per_input``: with several inputs, each is also tested alone
+        along its part of the direction, and the worst converged direction is the verdict: a wrong adjoint of one input
         is otherwise diluted by the right ones (tile_matmul's C beside A and B) below the error band."""
         import numpy as np
 
@@ -325,7 +325,7 @@ class _Replay:
             return ad, judge.probe("unit", ad, part, 0.0)
 
         ad, found = probe(perturbable, direction)
-        pairs = [(ad, found.fd)] if found.converged else []  # (adjoint, FD) of every settled probe: its shape
+        pairs = [(ad, found.fd)] if found.converged else []  # (adjoint, FD) of every settled direction: its shape
         if per_input and math.isfinite(ad):
             # one random direction can cancel a wrong part by chance (Warp 1.16's ternary: the dropped half summed
             # to 0.2% of the rest); a second one, and each input alone, do not

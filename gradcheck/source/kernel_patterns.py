@@ -169,7 +169,7 @@ def _runtime_loop_carried(src: _Source, max_unroll: int) -> list[Suspect]:
 
     Warp unrolls ``for i in range(C)`` when every bound is a compile-time constant and there are at most
     max_unroll iterations (or the body has a ``wp.static`` of a loop index); everything else is a dynamic loop,
-    whose adjoint replays the body on the value the variable has after the loop: measured on 1.19, an
+    whose adjoint re-runs the body on the value the variable has after the loop: measured on 1.19, an
     accumulate-then-square gets a zero gradient and a running product a wrong one. A variable only read in
     the loop, or defined in it, or an array the loop writes, is carried by no local and is not named.
     """
@@ -345,7 +345,7 @@ def _header(loop: ast.AST) -> str:
 def _in_place_overwrites(src: _Source) -> list[Suspect]:
     """``x[i] = f(x[i], ...)`` where f is not ``x[i] + g(...)`` with g free of x.
 
-    Warp's backward replays the kernel on the arrays as they are after the forward: x[i] then holds the new
+    Warp's backward re-runs the kernel on the arrays as they are after the forward: x[i] then holds the new
     value, so every derivative that reads x[i] (that of ``a`` in ``x[i] = x[i] * a[i]``) is taken at the wrong
     point. An additive update (``x[i] = x[i] + g``, ``x[i] -= g``, ``wp.atomic_add``) has derivative 1 in
     x[i] and g never reads x, so it comes out right. ``xi = x[i]; x[i] = xi * a[i]`` is the same construct.

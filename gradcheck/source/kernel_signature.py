@@ -18,8 +18,7 @@ def kernel_identity(kernel) -> tuple:
 
 def argument_types(values) -> tuple:
     """One entry per argument: (dtype, ndim) of an array, the ``wp.struct`` class of a struct, the type of a value."""
-    from gradcheck.warp_compat import is_plain_array
-    from gradcheck.warp_compat import is_struct_instance
+    from gradcheck.warp_compat import is_plain_array, is_struct_instance
 
     out = []
     for value in values:

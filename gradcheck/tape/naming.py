@@ -1,10 +1,10 @@
-"""Names for arrays, found by walking the scenario object the way the user's code reaches them.
+"""Names for arrays, found by walking the scenario object (or a program's roots) the way the user's code reaches them.
 
 A finding that says ``states[100].joint_qdd.grad`` is actionable; one that says "array 0x7f3a…"
-is not. The walk is breadth-first from the scenario instance's attributes through lists,
+is not. The walk is breadth-first from the roots' attributes through lists,
 tuples, dicts, Warp structs and plain Python objects (Newton's Model/State/Control/solver), so
-each array gets its shortest path. Arrays the walk cannot reach fall back to the
-``kernel.argument`` label of the first launch that used them.
+each array gets its shortest path. Arrays the walk cannot reach get the ``kernel.argument`` label of the first
+launch that used them from the observer's names (gradcheck.observe.names), not here.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ def _children(obj, path, is_struct):
 
 def _walkable(obj) -> bool:
     """Plain objects only: not modules, functions, classes, tapes, Warp's runtime objects, numpy arrays, or
-    gradcheck's own probe objects (a scenario that keeps the tape it is given must not get subjects named
-    after gradcheck's probe tape). Objects from other ``warp.*`` packages are the user's program
+    gradcheck's own objects (a scenario that keeps the tape it is given must not get subjects named after one of
+    gradcheck's own tapes). Objects from other ``warp.*`` packages are the user's program
     (``warp.examples``, ``warp.sim``, ``warp.optim``) and are walked."""
     kind = type(obj)
     if isinstance(obj, type) or callable(obj) and not hasattr(obj, "__dict__"):

@@ -7,7 +7,7 @@ passed to ``record_func``, and the parameters themselves. This module enumerates
 are built only for the few buffers that end up in a finding.
 
 Cost matters: a 100-step Newton rollout records ~1,600 launches with ~18,000 array arguments,
-mostly the same ~2,400 arrays again, and this runs on every pass. Arguments are deduplicated and
+mostly the same ~2,400 arrays again, and this runs on every audited backward. Arguments are deduplicated and
 classified by TapeArguments (reused while passes pass the same objects), and plain kernel-argument
 gradients are kept as bare arrays, not objects: allocating thousands of tracked objects per pass
 triggers Python's cyclic GC during the user's own forward pass (measured: it alone cost ~10% of a
@@ -81,7 +81,7 @@ def reachable_gradients(
     """Unique gradient buffers (by address) reachable from the tape and the params.
 
     ``names`` is called only when a buffer can be reached by address alone (records of an array
-    of structs): naming walks the whole scenario, which is not free on every pass.
+    of structs): naming walks the whole scenario or program, which is not free on every pass.
     """
     array_type = array_class()
     launches = tape_launches(tape)

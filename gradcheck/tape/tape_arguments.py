@@ -1,12 +1,12 @@
 """The distinct kernel arguments of a pass's tape, sorted by kind, reused while every pass passes the same objects.
 
-The runner needs them three times a pass: the struct audit (arrays of structs and struct instances, before
-backward), the reachability walk (every gradient buffer the zero step must clear) and the zero audit. A 100-step
-Newton rollout records ~1,600 launches with ~18,000 arguments, mostly the same ~2,400 arrays again, and a training
-loop passes the very same objects on every pass: deduplicating and classifying them in Python cost ~3 ms of a
-~110 ms cartpole pass. One C-level identity comparison of the argument list against the last pass's (~0.4 ms)
-says whether last pass's answer still holds. The list is held until the next pass, so no other object can take
-one of its ids in between.
+The observer needs them three times a backward it audits: the struct audit (arrays of structs and struct
+instances, before backward), the reachability walk (every gradient buffer the zero step must clear) and the zero
+audit. A 100-step Newton rollout records ~1,600 launches with ~18,000 arguments, mostly the same ~2,400 arrays
+again, and a training loop passes the very same objects on every pass: deduplicating and classifying them in Python
+cost ~3 ms of a ~110 ms cartpole pass. One C-level identity comparison of the argument list against the last pass's
+(~0.4 ms) says whether last pass's answer still holds. The list is held until the next pass, so no other object can
+take one of its ids in between.
 """
 
 from __future__ import annotations

@@ -8,9 +8,11 @@ of reaching into Warp; a release that changes one of them is fixed in the one mo
 - ``runtime``: initialising Warp, telling its objects apart (arrays, tapes, dtypes), the active tape, CUDA facts;
 - ``structs``: struct fields, ctypes mirrors, array-of-structs records;
 - ``launches``: what a tape recorded (kernel entries, ``record_func`` callables, argument names);
-- ``hooks``: the patches the observer sees a program through (tape methods, launches, graph replays, host reads);
-- ``kernel_access``: which arguments a kernel reads and writes, from its syntax tree;
-- ``allocators``: device allocators, wrapped so allocations and frees can be followed.
+- ``hooks``: the patches the observer sees a program through (tape methods, launches, graph launches, host reads);
+- ``kernel_access``: which arguments a kernel reads and writes, from its syntax tree (``kernel_tree``: the tree
+  itself, for other questions about a kernel's code);
+- ``allocators``: device allocators, wrapped so allocations and frees can be followed;
+- ``torch_interop``: the ``wp.from_torch`` / ``wp.to_torch`` patch and what else the torch side asks of Warp.
 """
 
 from gradcheck.warp_compat.allocators import allocator_methods, device_allocators, wrap_allocator

@@ -63,7 +63,7 @@ def quiet():
     on the program's stdout otherwise (``log_level`` from Warp 1.10, ``quiet`` before). Warp is not imported here:
     a program that has not imported it has nothing to silence. And no Python warning raised by gradcheck's own work
     is shown: NumPy's "invalid value encountered in subtract" from the per-launch adjoint test on a program whose
-    values overflow, Warp's UserWarning when gradcheck replays a backward through an ``enable_backward=False``
+    values overflow, Warp's UserWarning when gradcheck runs a backward of its own through an ``enable_backward=False``
     kernel, are gradcheck's arithmetic, not the program's (whose stderr a user or a test suite reads, perhaps with
     ``-W error``, which would turn them into gradcheck's internal errors)."""
     with own_warnings_ignored(), _warp_quiet():
@@ -143,7 +143,7 @@ def gradient_reader():
 
 @functools.cache
 def struct_type_class():
-    """The class of ``wp.struct`` types (the dtype of an array of structs). Found once: defining the probe struct
+    """The class of ``wp.struct`` types (the dtype of an array of structs). Found once: defining a throwaway struct
     costs ~0.6 ms, and the tape's arguments are classified after every audited backward."""
     import warp as wp
 

@@ -1,6 +1,8 @@
 """Warp's side of the torch<->Warp bridge: ``wp.from_torch`` and ``wp.to_torch`` report each pair they make to the
 torch side of the observer (gradcheck.pytorch.watch), which keys everything by the torch tensor. Installed
-by gradcheck.pytorch.patches.observed (its ``patch`` undoes everything on exit)."""
+by gradcheck.pytorch.patches.observed (its ``patch`` undoes everything on exit). Also the Warp facts the torch side
+asks for: Warp's streams waited on (``synchronize_warp``), whether Warp's code ran (``WarpActivity``), the torch
+views of an array's memory (``torch_views``)."""
 
 from __future__ import annotations
 
