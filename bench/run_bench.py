@@ -37,8 +37,8 @@ def bare_loop(device: str, passes: int, freeze: bool = False) -> float:
 
     Runs on a freshly set-up scenario, like the diagnostics loop (first passes over new arrays are slower).
     """
-    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
+    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     scenario = CartPole()
@@ -126,8 +126,8 @@ def struct_audit_cost(device: str, repeat: int = 3) -> dict:
     from struct_tree import FIELDS, StructTree
 
     from gradcheck.measure.allocations import AllocationLedger
-    from gradcheck.tape.naming import walk
     from gradcheck.measure.struct_audit import StructAuditor
+    from gradcheck.tape.naming import walk
     from gradcheck.tape.tape_arguments import TapeArguments
 
     with AllocationLedger() as ledger:
@@ -185,8 +185,8 @@ def fd_cost(device: str, steps: str = STEPS, gradcheck_tape: bool = True) -> dic
 
     from gradcheck.model.options import FDOptions
     from gradcheck.rerun.finite_diff import Judge, Rollouts, param_scale, run_fd
-    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
+    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     out = {}
@@ -450,8 +450,8 @@ def blame_vs_gradcheck_tape(device: str, steps: str = STEPS) -> dict:
 
     from warp.autograd import gradcheck_tape as warp_gradcheck_tape
 
-    from gradcheck.warp_compat import load_warp
     from gradcheck.scenarios.cartpole import CartPole
+    from gradcheck.warp_compat import load_warp
 
     wp = load_warp()
     scenario = CartPole()

@@ -34,8 +34,9 @@ class Audit:
         from gradcheck.engine.program_audit import ProgramAudit, stack_roots
 
         self._audit = ProgramAudit(
-            stack_roots, params=self._params, stop_on_dangling=not self._keep_going, adjoint_test=self._adjoint_test
-        )
+            stack_roots, params=self._params, stop_on_dangling=not self._keep_going, adjoint_test=self._adjoint_test,
+            checks=self.checks,  # the observer looks for an explosion's origin at the norm the check judges
+        )  # fmt: skip
         self._audit.__enter__()
         return self
 

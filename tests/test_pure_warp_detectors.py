@@ -290,8 +290,8 @@ def test_constructs_an_old_warp_mishandles_are_found_in_the_kernel_source():
     """kernel_patterns reads the source and options: the same verdict on every Warp (the finding cites it only on
     the releases that have the bug)."""
     from gradcheck.model import known_bugs
-    from gradcheck.source.kernel_patterns import suspects
     from gradcheck.scenarios import spring_chain
+    from gradcheck.source.kernel_patterns import suspects
 
     if known_bugs.version_tuple(wp_version()) >= (1, 8, 0):  # conditional expressions compile from 1.8 on
         from gradcheck.scenarios._ternary import chain_energy_weighted
@@ -396,8 +396,8 @@ def test_accumulation_on_cuda_tolerates_reordered_float_sums_but_not_a_second_ba
     import warp as wp
 
     from gradcheck.checks import accumulation
-    from gradcheck.model.trace import ParamTrace, PassRecord, Trace
     from gradcheck.measure.gradients import CUDA_RTOL, GradientReader
+    from gradcheck.model.trace import ParamTrace, PassRecord, Trace
 
     rng = np.random.default_rng(7)
     contributions = rng.standard_normal((64, 4096)).astype(np.float32)

@@ -9,11 +9,11 @@ from conftest import by_check, cli_json, needs_struct_grad_keepalive, run_scenar
 
 from gradcheck.checks import run_checks
 from gradcheck.engine.runner import run_passes
+from gradcheck.measure.allocations import AllocationLedger
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Severity
-from gradcheck.measure.allocations import AllocationLedger
-from gradcheck.warp_compat import struct_records
 from gradcheck.scenarios.nested_struct import NestedStruct
+from gradcheck.warp_compat import struct_records
 
 STRUCT_CHECKS = ("stale-adjoint", "dangling-adjoint")
 
@@ -124,9 +124,9 @@ def test_record_pointing_into_a_newer_array_names_that_array():
     """A freed address handed to a new array: liveness alone would pass it; the audit names the new owner."""
     import warp as wp
 
-    from gradcheck.tape.naming import walk
     from gradcheck.measure.struct_audit import StructAuditor
     from gradcheck.scenarios.nested_struct import Part
+    from gradcheck.tape.naming import walk
 
     class Holder:
         pass

@@ -38,8 +38,7 @@ class PassLoop:
             restore(params_of(scenario, name), self.snapshots)
         params = self._params(index)
         # what forward() changes outside kernels after a launch read it, and a scenario's own backward code before
-        # tape.backward: watched on the first pass (fingerprints at launch time, gradcheck.observe.input_watch)
-        observer.watch_inputs = index == 1
+        # tape.backward: watched on the first pass (the runner's ObserverConfig, gradcheck.observe.input_watch)
         tape = wp.Tape()
         with tape:
             loss = call(name, "forward", scenario.forward)

@@ -56,7 +56,7 @@ def audit_program(
 
     audit = ProgramAudit(
         lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at,
-        keep_dataflow=dataflow.wanted(), max_norm=checks.max_norm, adjoint_test=adjoint_test,
+        keep_dataflow=dataflow.wanted(), checks=checks, adjoint_test=adjoint_test,
     )  # fmt: skip
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
 
@@ -173,12 +173,12 @@ class ProgramAudit:
 
     def __init__(
         self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None,
-        keep_dataflow: bool = False, max_norm: float | None = None, adjoint_test: bool = True,
+        keep_dataflow: bool = False, checks: CheckOptions = DEFAULT_CHECKS, adjoint_test: bool = True,
     ):  # fmt: skip
         from gradcheck.observe.cadence import Cadence
 
         self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
-        self._keep_dataflow, self._max_norm, self._adjoint_test = keep_dataflow, max_norm, adjoint_test
+        self._keep_dataflow, self._checks, self._adjoint_test = keep_dataflow, checks, adjoint_test
         self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
         self.observer = None
         self._ledger = None
@@ -220,33 +220,28 @@ class ProgramAudit:
     def __enter__(self) -> ProgramAudit:
         from gradcheck.measure.allocations import AllocationLedger
         from gradcheck.observe import Observer
+        from gradcheck.observe.config import observer_config
 
         self._ledger = AllocationLedger().install()
-        self.observer = Observer(
-            roots=lambda: [program_object(group) for group in self._roots()],
-            device=None,
-            ledger=self._ledger,
+        config = observer_config(
+            self._checks,
             stop_on_dangling=self._stop,
-            auto_iterations=True,
+            auto_iterations=True,  # a program's every backward is an iteration
             fixed_params=False,
             cadence=self._cadence,
+            keep_dataflow=self._keep_dataflow,
         )
-        self.observer.keep_dataflow = self._keep_dataflow
-        if self._max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
-            self.observer.max_norm = self._max_norm
+        self.observer = Observer(
+            roots=lambda: [program_object(group) for group in self._roots()],
+            ledger=self._ledger,
+            config=config,
+            blame=self._launch_tests(),
+        )
         if self._params:
             torch_params = _torch_params(self._params)
             warp_params = {k: v for k, v in self._params.items() if k not in torch_params}
             if warp_params:
                 self.observer.declare(warp_params)
-        if self._blame_at is not None or self._adjoint_test:
-            from gradcheck.observe.blame_watch import BlameWatch
-            from gradcheck.observe.kernel_tests import KernelTests
-            from gradcheck.observe.launch_tests import LaunchTests
-
-            blame = BlameWatch(self._blame_at) if self._blame_at is not None else None
-            kernels = KernelTests(self._cadence) if self._adjoint_test else None
-            self.observer.blame = LaunchTests(blame, kernels)
         self._installed = self.observer.installed()
         self._installed.__enter__()
         if self.torch is not None:
@@ -254,6 +249,17 @@ class ProgramAudit:
         elif "torch" in sys.modules:
             self.start_torch()
         return self
+
+    def _launch_tests(self):
+        """exec's per-launch tests (``--blame`` and the default adjoint test), or None: exec-only modules."""
+        if self._blame_at is None and not self._adjoint_test:
+            return None
+        from gradcheck.observe.blame_watch import BlameWatch
+        from gradcheck.observe.kernel_tests import KernelTests
+        from gradcheck.observe.launch_tests import LaunchTests
+
+        blame = BlameWatch(self._blame_at) if self._blame_at is not None else None
+        return LaunchTests(blame, KernelTests(self._cadence) if self._adjoint_test else None)
 
     def __exit__(self, *exc) -> None:
         try:

@@ -17,7 +17,7 @@ from gradcheck.measure.allocations import AllocationLedger
 from gradcheck.measure.gradients import equality_tolerance
 from gradcheck.model import dataflow
 from gradcheck.model.errors import ScenarioError
-from gradcheck.model.options import BlameMode, FDMode, FDOptions
+from gradcheck.model.options import DEFAULT_CHECKS, BlameMode, CheckOptions, FDMode, FDOptions
 from gradcheck.model.trace import Trace
 from gradcheck.warp_compat import load_warp
 
@@ -40,7 +40,7 @@ def run_passes(
     fd: FDOptions | None = None,
     replay: bool = False,
     blame: BlameMode = BlameMode.off,
-    max_norm: float | None = None,
+    checks: CheckOptions = DEFAULT_CHECKS,
 ) -> Trace:
     """Set up ``scenario`` and run ``passes`` passes. ``ledger``: an installed AllocationLedger to use
     (tests pass a quarantining one); by default one is installed around setup and the passes."""
@@ -55,10 +55,7 @@ def run_passes(
             snapshots = {key: wp.clone(arr, requires_grad=False) for key, arr in params.items()}
             # the state the first pass starts from, for finite-difference rollouts to start from too
             state = state_snapshot(scenario, params) if fd is not None and fd.mode is not FDMode.off else None
-            observer = _observer(scenario, device, ledger, params, snapshots)
-            observer.keep_dataflow = dataflow.wanted()  # --graph
-            if max_norm is not None:  # where an exploding adjoint is looked for: --max-norm
-                observer.max_norm = max_norm
+            observer = _observer(scenario, device, ledger, params, snapshots, checks)
             loop = PassLoop(scenario, name, device, snapshots, observer, progress, clip_norm)
             head = {"scenario": name, "fault": fault, "device": device, "options": options, "clip_norm": clip_norm}
             _passes(loop, passes, observer, head)
@@ -78,18 +75,20 @@ def run_passes(
     return _trace(observer, head, scenario, errors, **probes)
 
 
-def _observer(scenario, device: str, ledger, params: dict, snapshots: dict):
+def _observer(scenario, device: str, ledger, params: dict, snapshots: dict, checks: CheckOptions):
     from gradcheck.observe import Observer
+    from gradcheck.observe.config import observer_config
 
-    observer = Observer(
-        roots=lambda: scenario,
+    config = observer_config(
+        checks,
         device=device,
-        ledger=ledger,
         auto_iterations=False,  # a pass is an iteration: the loop says where each starts and ends
         fixed_params=True,  # every pass starts from the same params: pass k's gradient must equal pass 1's
         tolerance=equality_tolerance(device),
-        watch_inputs=False,
+        watch_inputs="first",  # every pass runs the same forward: what it reads is watched on the first
+        keep_dataflow=dataflow.wanted(),  # --graph
     )
+    observer = Observer(roots=lambda: scenario, ledger=ledger, config=config)
     observer.declare(params)
     for key, snapshot in snapshots.items():  # gradcheck's own allocations can receive a freed address too
         observer.names.give(snapshot, f"gradcheck's saved copy of {key}")

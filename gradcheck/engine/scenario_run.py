@@ -81,7 +81,7 @@ def run_one(spec, options: RunOptions, device: str, progress: Progress | None = 
             fd=options.fd,
             replay=options.replay,
             blame=options.blame,
-            max_norm=options.checks.max_norm,
+            checks=options.checks,
         )
     except PassFailed as exc:  # a later pass failed: the passes that finished are checked and reported too
         failed = _failed(spec, name, options, device, exc, started)

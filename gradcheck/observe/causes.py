@@ -8,7 +8,6 @@ gradcheck.diagnose.chain_break, gradcheck.diagnose.backward_origin, gradcheck.ta
 
 from __future__ import annotations
 
-from gradcheck.model.options import DEFAULT_CHECKS
 from gradcheck.observe.iteration import Iteration
 from gradcheck.observe.row_reads import RowReadHooks
 from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
@@ -18,12 +17,12 @@ MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 
 
 class Causes(RowReadHooks):
-    def _init_causes(self) -> None:
+    def _init_causes(self, max_norm: float, keep_dataflow: bool) -> None:
         self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
         self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
-        self.max_norm = DEFAULT_CHECKS.max_norm  # where an exploding adjoint is looked for (the driver's --max-norm)
+        self.max_norm = max_norm  # where an exploding adjoint is looked for: the norm the checks judge (--max-norm)
         self._origins_done: set[str] = set()  # kinds whose origin was looked for (once each: it costs a few backwards)
-        self.keep_dataflow = False  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
+        self.keep_dataflow = keep_dataflow  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
         self.dataflow = None
         self._dataflow_marked = False
 

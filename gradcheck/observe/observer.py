@@ -34,8 +34,9 @@ from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.blame_watch import BlameHooks
-from gradcheck.observe.cadence import ALL, AuditWindows, Cadence
+from gradcheck.observe.cadence import AuditWindows
 from gradcheck.observe.causes import Causes
+from gradcheck.observe.config import ObserverConfig
 from gradcheck.observe.gradient_use import GradientUse
 from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
 from gradcheck.observe.guard import DanglingAdjointStop, Guarded
@@ -55,29 +56,23 @@ _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose ow
 class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
     """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
 
-    def __init__(
-        self,
-        *,
-        roots,
-        device: str | None = None,
-        ledger=None,
-        stop_on_dangling: bool = False,
-        auto_iterations: bool = True,
-        fixed_params: bool = False,
-        tolerance: float = 0.0,
-        watch_inputs: bool = True,
-        cadence: Cadence = ALL,
-    ):
+    def __init__(self, *, roots, ledger=None, config: ObserverConfig | None = None, blame=None):
+        """``config``: how the driver sees iterations and what it wants (observe.config, one frozen value every
+        driver builds from its check options); ``blame``: exec's per-launch tests (a LaunchTests of
+        observe.launch_tests: ``--blame`` and the default adjoint test), None for none."""
         from gradcheck.measure.gradients import GradientReader
         from gradcheck.tape.tape_arguments import TapeArguments
 
         super().__init__()
+        self.config = config = config or ObserverConfig()
+        device, cadence = config.device, config.cadence
         self.device, self.ledger = device, ledger
-        self.stop_on_dangling, self.auto_iterations, self.fixed_params = stop_on_dangling, auto_iterations, fixed_params
-        self.watch_inputs = watch_inputs  # fingerprint what each recording read (changed-before-backward)
+        self.stop_on_dangling, self.auto_iterations, self.fixed_params = (
+            config.stop_on_dangling, config.auto_iterations, config.fixed_params)  # fmt: skip
+        self.watch_inputs = True  # fingerprint what this recording reads (changed-before-backward; config.watch_inputs)
         self.book = ParamBook()
         self.names = Names(roots, ledger)
-        self.reader = GradientReader(tolerance, compare=fixed_params)
+        self.reader = GradientReader(config.tolerance, compare=config.fixed_params)
         self.log = IterationLog()
         self.arguments = TapeArguments()
         self.leftovers = Leftovers(device, self.names)
@@ -105,8 +100,9 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         self._leaf_values: dict | None = None
         self.graphs = CapturedGraphs()
         self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
-        self.blame = None  # exec --blame: a BlameWatch (observe.blame_watch), set by the driver
-        self._init_causes()
+        self.blame = blame  # exec's per-launch tests (observe.launch_tests), or None
+        self.before_backward: list = []  # callbacks before each backward runs (the torch bridge's)
+        self._init_causes(config.max_norm, config.keep_dataflow)
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -138,6 +134,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             self._flush_zero()
             self._close()
             self._it = Iteration(index, boundary=True)
+            if self.config.watch_inputs == "first":  # every pass runs the same forward: watch what the first reads
+                self.watch_inputs = index == 1
 
     @contextlib.contextmanager
     def zero_step(self, label: str):
@@ -292,6 +290,8 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         return result
 
     def on_backward(self, tape, loss, grads, run):
+        for callback in self.before_backward:
+            callback()
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self.graphs.recorded_backward(tape, loss, grads)
             return run()

@@ -119,14 +119,12 @@ class TorchWatch(Steps, Guarded):
         self.warp = observer
         observer.book.foreign = lambda array: getattr(array, "_tensor", None) is not None
         observer.names.resolvers.append(self._warp_name)
-        original = observer.on_backward
 
-        def on_backward(tape, loss, grads, run):
+        def before_warp_backward():
             with self._guard("bridge: Warp backward"):
                 self.bridge.before_warp_backward()
-            return original(tape, loss, grads, run)
 
-        observer.on_backward = on_backward
+        observer.before_backward.append(before_warp_backward)
         self.attach_bridge()
 
     def _warp_name(self, array) -> str | None:

@@ -159,9 +159,11 @@ def observed(events):
     if capture_end is not None:
         wp.capture_end = _captured(events, capture_end)
     events.launch_switch = switch
+    _INSTALLED.append(events)
     try:
         yield
     finally:
+        _INSTALLED.remove(events)
         for name, original in tape_originals.items():
             setattr(wp.Tape, name, original)
         switch.off()
@@ -214,25 +216,25 @@ class LaunchSwitch:
 def _tape_wrappers(events, originals: dict) -> dict:
     def __enter__(tape):
         result = originals["__enter__"](tape)
-        if not events.busy:
+        if not _aside(events):
             events.on_tape_enter(tape)
         return result
 
     def __exit__(tape, *exc):
         result = originals["__exit__"](tape, *exc)
-        if not events.busy:
+        if not _aside(events):
             events.on_tape_exit(tape)
         return result
 
     def backward(tape, loss=None, grads=None):
-        if events.busy:
+        if _aside(events):
             return originals["backward"](tape, loss, grads)
-        return events.on_backward(tape, loss, grads, lambda: originals["backward"](tape, loss, grads))
+        return events.on_backward(tape, loss, grads, _through(events, lambda: originals["backward"](tape, loss, grads)))
 
     def zero(tape):
-        if events.busy:
+        if _aside(events):
             return originals["zero"](tape)
-        return events.on_zero(tape, lambda: originals["zero"](tape))
+        return events.on_zero(tape, _through(events, lambda: originals["zero"](tape)))
 
     return {"__enter__": __enter__, "__exit__": __exit__, "backward": backward, "zero": zero}
 
@@ -241,11 +243,11 @@ def _watched(events, original):
     positions, defaults = _launch_signature()
 
     def launch(*args, **kwargs):
-        if events.busy or kwargs.get("adjoint"):  # gradcheck's own launches, and backward's: never the program's
+        if _aside(events) or kwargs.get("adjoint"):  # gradcheck's own launches, and backward's: never the program's
             return original(*args, **kwargs)
         if events.wants_launches:
             call = LaunchCall(args, kwargs, positions, defaults, sys._getframe(1))
-            result = events.on_launch(call, lambda: original(*args, **kwargs))
+            result = events.on_launch(call, _through(events, lambda: original(*args, **kwargs)))
         else:
             result = original(*args, **kwargs)
         tape = active_tape()
@@ -259,10 +261,10 @@ def _watched(events, original):
 
 def _replayed(events, capture):
     def capture_launch(*args, **kwargs):
-        if events.busy:
+        if _aside(events):
             return capture(*args, **kwargs)
         graph = args[0] if args else kwargs.get("graph")
-        return events.on_graph_replay(graph, lambda: capture(*args, **kwargs))
+        return events.on_graph_replay(graph, _through(events, lambda: capture(*args, **kwargs)))
 
     return capture_launch
 
@@ -272,7 +274,7 @@ def _captured(events, capture_end):
 
     def end(*args, **kwargs):
         graph = capture_end(*args, **kwargs)
-        if not events.busy:
+        if not _aside(events):
             events.on_capture_end(graph)
         return graph
 
@@ -283,7 +285,7 @@ def _copied(events, copy):
     """``wp.copy`` as the program calls it (Warp's own helpers call the internal one: not seen, not needed)."""
 
     def watched_copy(*args, **kwargs):
-        if events.busy:
+        if _aside(events):
             return copy(*args, **kwargs)
         dest = args[0] if args else kwargs.get("dest")
         src = args[1] if len(args) > 1 else kwargs.get("src")
@@ -313,7 +315,7 @@ COPY_HOOK_FILE = "_gradcheck_copy_hook.py"  # the file name the copy hook's fram
 
 def _read(events, numpy):
     def host_numpy(array, *args, **kwargs):
-        if not events.busy:
+        if not _aside(events):
             events.on_host_read(array)
         return numpy(array, *args, **kwargs)
 
@@ -369,3 +371,37 @@ def intercepted_launches(before):
 
     with observed(_Before()):
         yield
+
+
+# -- nesting: an audit() inside another, or inside a program under exec -------------------------------------------
+# Each installation hooks over the one before it, so a call the program makes passes through every observer, the
+# innermost first. What an inner observer does for itself (its statistics, its replays) reaches the outer ones'
+# hooks too: there it is gradcheck's work, never the program's, so an outer observer stands aside while an inner one
+# is busy. But the program's own call, handed on by the inner observer (the ``run`` of its hook, called while it is
+# busy), is the program's to every observer: ``_through`` marks it so.
+_INSTALLED: list = []  # the observed events, outermost first
+_HANDING_ON: dict[int, int] = {}  # id(events) → depth of program calls it is handing on to the observers outside
+
+
+def _aside(events) -> bool:
+    """``events``' hooks let this call through untouched: its own work, or an inner observer's own work."""
+    if events.busy:
+        return True
+    if len(_INSTALLED) < 2 or _INSTALLED[-1] is events:
+        return False
+    inner = _INSTALLED[next(i for i, e in enumerate(_INSTALLED) if e is events) + 1 :]
+    return any(e.busy and not _HANDING_ON.get(id(e)) for e in inner)
+
+
+def _through(events, run):
+    """``run`` (the program's call, which ``events`` hands on) as the program's call to the observers outside."""
+
+    def handed_on():
+        key = id(events)
+        _HANDING_ON[key] = _HANDING_ON.get(key, 0) + 1
+        try:
+            return run()
+        finally:
+            _HANDING_ON[key] -= 1
+
+    return handed_on

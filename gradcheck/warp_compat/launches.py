@@ -236,4 +236,7 @@ def _internal_launch_module():
     """The module whose ``launch`` Warp's own helpers call (``warp._src.context`` on 1.19, ``warp.context`` before)."""
     import warp
 
-    return sys.modules[warp.launch.__module__]
+    launch = warp.launch
+    while hasattr(launch, "__wrapped__"):  # another observer's hook (a nested audit()) or a program's own wrapper
+        launch = launch.__wrapped__
+    return sys.modules[launch.__module__]
