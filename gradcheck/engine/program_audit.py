@@ -326,19 +326,20 @@ class ProgramAudit:
 
     def _warp_judged(self, trace, checks: CheckOptions, notes: list, **fields) -> ScenarioResult:
         observer = self.observer
-        if observer.graph_replays:
-            unaudited = observer.graph_replays - observer.audited_replays
+        graphs, window = observer.graphs, observer.window
+        if graphs.replays:
+            unaudited = graphs.replays - graphs.audited
             notes.append(
-                f"{observer.graph_replays} graph replay(s) (wp.capture_launch): {observer.audited_replays} audited as "
+                f"{graphs.replays} graph replay(s) (wp.capture_launch): {graphs.audited} audited as "
                 "a backward of the tape captured in the graph"
                 + (f", {unaudited} ran a graph with no backward captured in it (a forward)" if unaudited else "")
             )
         if not observer.backwards and not (self.torch is not None and self.torch.backwards):
             notes.append("the program never called tape.backward: nothing to audit")
-        if observer.audited < observer.backwards:
-            cadence = observer.cadence
+        if window.audited < observer.backwards:
+            cadence = window.cadence
             notes.append(
-                f"{observer.audited} of {observer.backwards} backwards audited in full: the first {cadence.first}, "
+                f"{window.audited} of {observer.backwards} backwards audited in full: the first {cadence.first}, "
                 f"then every {cadence.every}th and the one after it (--audit-every 1 audits every backward)"
             )
         notes.extend(observer.notes)

@@ -16,9 +16,16 @@ than the program's own tangent (``run`` follows the direction fd-mismatch disagr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gradcheck.model.trace import BlameResult
+from gradcheck.observe.parts import BackwardEvent, ObserverPart
+
+if TYPE_CHECKING:
+    from gradcheck.observe.cadence import AuditWindow
+    from gradcheck.observe.guard import Guard
 
 
 class BlameWatch:
@@ -133,31 +140,51 @@ def recording_leaves(recorder) -> list:
     return list(found.values())
 
 
-class BlameHooks:
-    """The Observer's side of the per-launch adjoint tests (``exec``'s default test and ``--blame``): where its hooks
-    hand the program's recordings and backwards to them (``self.blame``: a gradcheck.observe.launch_tests.LaunchTests),
-    and the launch switch the cadence turned off is on while a recording is copied."""
+class BlameHooks(ObserverPart):
+    """The observer's part for the per-launch adjoint tests (``exec``'s default test and ``--blame``): the program's
+    recordings and backwards handed to ``tests`` (a gradcheck.observe.launch_tests.LaunchTests), the launch switch
+    the audit window turned off put on while a recording is copied, and the tests settled once the tested
+    backward's gradients are used (``params()``: the arrays the program updated, on whose path they test)."""
 
-    def _blame_enter(self, tape) -> None:
-        self._blame_settle()
-        with self._guard("blame"):
-            self.blame.on_tape_enter(tape, self.backwards)
-        if self.blame.recording and self._light and self.launch_switch is not None:
-            self.launch_switch.on()  # the cadence skips this backward, the launches of its recording are copied
+    def __init__(self, tests, guard: Guard, window: AuditWindow, params: Callable[[], list]) -> None:
+        self.tests, self.guard, self.window, self._params = tests, guard, window, params
 
-    def _blame_backward(self, tape, loss, grads) -> None:
-        self._blame_settle()
-        with self._guard("blame"):
-            self.blame.on_backward(tape, loss, grads, self.backwards + 1)
-        if self._light and self.launch_switch is not None:
-            self.launch_switch.off()
+    @property
+    def recording(self) -> bool:
+        """A recording whose launches are copied is under way: every launch must reach before_launch."""
+        return self.tests.recording
 
-    def _blame_settle(self) -> None:
+    @property
+    def result(self):
+        return self.tests.result
+
+    def before_launch(self, call, tape) -> None:
+        with self.guard("blame"):
+            self.tests.before_launch(call, tape)
+
+    def on_tape_enter(self, tape, backwards: int) -> None:
+        self.settle()
+        with self.guard("blame"):
+            self.tests.on_tape_enter(tape, backwards)
+        if self.tests.recording and self.window.light:
+            self.window.launches(True)  # the cadence skips this backward, the launches of its recording are copied
+
+    def on_backward_begin(self, backward: BackwardEvent) -> None:
+        self.settle()
+        with self.guard("blame"):
+            self.tests.on_backward(backward.tape, backward.loss, backward.grads, backward.number)
+        if self.window.light:
+            self.window.launches(False)
+
+    def on_finish(self) -> None:
+        self.settle()
+
+    def settle(self) -> None:
         """The tested backwards' gradients have been used: their launches are tested on the path from the params the
         program updated (none seen: the recording's leaves). Each test guards itself (observe.launch_tests)."""
-        if not self.blame.pending:
+        if not self.tests.pending:
             return
         from gradcheck.warp_compat.runtime import quiet
 
-        with self.ignoring(), quiet():
-            self.blame.settle(self.book.params())
+        with self.guard.ignoring(), quiet():
+            self.tests.settle(self._params())

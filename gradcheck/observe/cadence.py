@@ -15,118 +15,88 @@ passes are few and all audited.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gradcheck.model.options import AUDIT_EVERY as EVERY
-from gradcheck.model.options import AUDIT_FIRST as FIRST
+from gradcheck.observe.config import ALL, Cadence
+from gradcheck.observe.parts import ObserverPart
+
+if TYPE_CHECKING:
+    from gradcheck.observe.guard import Guard
+
+__all__ = ["ALL", "AuditWindow", "Cadence", "sentinel_finite"]
 
 
-@dataclass(frozen=True)
-class Cadence:
-    first: int = FIRST
-    every: int = EVERY
+class AuditWindow(ObserverPart):
+    """Which backwards the observer audits, and the hooks' launch switch that follows: an audited window watches
+    launches and host reads, the window between two audited pairs does not (Warp's own ``wp.launch`` again).
+
+    ``leave``: the observer's own closing of a window (its zero step judged, its iteration closed, what it watched
+    forgotten), called once when the cadence leaves one."""
+
+    def __init__(self, cadence: Cadence, guard: Guard, leave: Callable[[], None]) -> None:
+        self.cadence, self.guard, self._leave = cadence, guard, leave
+        self.audited = 0  # backwards that got the full evidence
+        self.light = False  # between audited windows: launches and host reads not watched
+        self.switch = None  # the hooks' launch switch, while the observer is installed (warp_compat.hooks)
 
     def full(self, backward: int) -> bool:
         """Whether backward number ``backward`` (1-based) gets the full evidence."""
-        if self.every <= 1 or backward <= self.first:
-            return True
-        past = backward - self.first  # the pairs: first + k * every and the backward after it, k >= 1
-        return past >= self.every and past % self.every in (0, 1)
+        return self.cadence.full(backward)
 
-    def describe(self, backwards: int, audited: int) -> dict:
-        return {"first": self.first, "every": self.every, "backwards": backwards, "audited": audited}
-
-
-ALL = Cadence(first=0, every=1)
-
-
-class AuditWindows:
-    """The Observer's side of the cadence: leaving an audited window, arming the next, and a backward that goes
-    unaudited (a counter, the driver's callbacks, and the struct-pointer check when structs are passed)."""
-
-    def _sampling(self) -> dict | None:
+    def sampling(self, backwards: int, log) -> dict | None:
         """What a long run kept (the report's ``sampling``): None when every backward was audited and recorded."""
         from gradcheck.observe.log import HISTORY
 
-        kept = len(self.log.records)
-        if self.audited >= self.backwards and kept >= self.log.iterations:
+        kept = len(log.records)
+        if self.audited >= backwards and kept >= log.iterations:
             return None
-        return self.cadence.describe(self.backwards, self.audited) | {"records_kept": kept, "norm_points": HISTORY}
+        return self.cadence.describe(backwards, self.audited) | {"records_kept": kept, "norm_points": HISTORY}
 
-    def _go_light(self) -> None:
+    def launches(self, on: bool) -> None:
+        """The hooks' launch switch on or off (a no-op while not installed)."""
+        if self.switch is None:
+            return
+        if on:
+            self.switch.on()
+        else:
+            self.switch.off()
+
+    def leave(self) -> None:
         """Leave the audited window: its zero step is judged and its iteration closed now; what it watched (the
         leftovers, the gradients' use) ends here, so the next audited backward starts afresh."""
-        if self._light:
+        if self.light:
             return
-        self._flush_zero()
-        self._close_window()
-        self._close()
-        self.leftovers.forget()
-        self.rows.forget()  # the gradients read between backwards (observe.row_reads)
-        self.inputs.clear()
-        self._wars.clear()
-        self._last, self._moved, self._leaf_values = None, False, None
-        self._light = True
-        if self.launch_switch is not None:
-            self.launch_switch.off()
+        self._leave()
+        self.light = True
+        self.launches(False)
 
-    def _arm(self) -> None:
+    def arm(self) -> None:
         """An audited backward is coming: its recording's launches and what follows it are watched again."""
-        self._light = False
-        if self.launch_switch is not None:
-            self.launch_switch.on()
+        self.light = False
+        self.launches(True)
 
-    def _stays_light(self, tape) -> bool:
+    def stays_light(self, growing: bool, structs_clean: Callable[[], bool]) -> bool:
         """A backward the cadence skips stays unaudited unless the tape passes structs whose adjoint pointers are
-        stale or dangling now (those are judged before every backward, and one found makes it an audited one), or
-        the loss is growing with a gradient (observe.divergence needs consecutive backwards to see it diverge)."""
-        if self.log.growth.following:
+        stale or dangling now (those are judged before every backward, and one found makes it an audited one:
+        ``structs_clean``), or the loss is growing with a gradient (``growing``: observe.divergence needs
+        consecutive backwards to see it diverge)."""
+        if growing:
             return False  # the loss and a gradient grew on the last backward: each next one is audited till it falls
-        if not self._light:
-            with self._guard("iteration"):
-                self._go_light()
-        if not (self.arguments.struct_roots or self.pointers.watching):
-            return True
-        found = []
-        with self._guard("struct pointers"):
-            self.arguments.update(tape)
-            found = self.pointers.audit(self.arguments.struct_roots, first=False)
-        return not found
+        if not self.light:
+            with self.guard("iteration"):
+                self.leave()
+        return structs_clean()
 
-    def _light_backward(self, run, tape, loss, grads):
-        self.backwards += 1
-        self._depth += 1  # the backward's own launches and copies are not the program's
-        try:
+    def unaudited(self, run, params: Callable[[], list], nonfinite: Callable[[], None]):
+        """Run a backward the cadence skips; ``nonfinite()`` when a param's gradient went non-finite on it (what can
+        still be read is then recorded as an audited backward of its own)."""
+        with self.guard.ignoring():  # the backward's own launches and copies are not the program's
             result = run()
-        finally:
-            self._depth -= 1
-        with self._guard("nonfinite sentinel"):
-            if not sentinel_finite(self.book.params()):
-                self._late_audit(tape, loss, grads)
-        self._tell_driver()
+        with self.guard("nonfinite sentinel"):
+            if not sentinel_finite(params()):
+                nonfinite()
         return result
-
-    def _tell_driver(self) -> None:
-        """A backward ran, audited or not: the driver's callbacks (exec refreshes --output)."""
-        for callback in self.after_backward:
-            with self._guard("after backward (driver)"):
-                callback()
-
-    def _late_audit(self, tape, loss, grads) -> None:
-        """A param's gradient went non-finite on a backward the cadence skipped: what can still be read after it
-        (every gradient's statistics, what the tape reached) is recorded as an audited backward of its own, and
-        the window after it is watched (the update that consumes it, the zero step)."""
-        from gradcheck.model.sites import caller_site
-        from gradcheck.observe.iteration import Iteration
-
-        self._arm()
-        self.audited += 1
-        self._it = Iteration(self.backwards, boundary=True, backwards=1, site=caller_site())
-        self.names.new_event()
-        self.names.tape = tape
-        self.arguments.update(tape)
-        self.book.note_tape(tape, self.arguments.unique, loss, grads, self.names.label)
-        self._after_backward(tape, loss, grads)
 
 
 SENTINEL_ELEMENTS = 1 << 20  # per array: a larger param's gradient is read only on audited backwards

@@ -1,5 +1,5 @@
-"""The Observer's side of "why": after a backward, where a zero gradient's chain to the loss breaks, where a NaN or
-an exploding adjoint started, and the picture ``--graph`` draws; before it, what moved values beside the tape.
+"""The observer's part that says "why": after a backward, where a zero gradient's chain to the loss breaks, where a
+NaN or an exploding adjoint started, and the picture ``--graph`` draws; before it, what moved values beside the tape.
 
 Each is looked for only when there is something to explain (a param whose gradient is zero or absent, a gradient
 that holds NaN/Inf or exceeds --max-norm), once a param or kind, so a long run pays for it a few times at most:
@@ -9,88 +9,102 @@ gradcheck.diagnose.chain_break, gradcheck.diagnose.backward_origin, gradcheck.ta
 from __future__ import annotations
 
 from gradcheck.observe.iteration import Iteration
+from gradcheck.observe.parts import BackwardEvent, ObserverPart, PartContext
 from gradcheck.observe.row_reads import RowReadHooks
 from gradcheck.observe.unrecorded import UnrecordedLog, copy_unrecorded
-from gradcheck.warp_compat.runtime import active_tape, capturing
+from gradcheck.warp_compat.runtime import active_tape
 
 MAX_DIAGNOSED = 16  # params whose chain break is looked for over a run
 
 
-class Causes(RowReadHooks):
-    def _init_causes(self, max_norm: float, keep_dataflow: bool) -> None:
+class Causes(ObserverPart):
+    """The observer's part that explains: after each audited backward, where a chain breaks, where a NaN or an
+    explosion past the judged norm (``config.max_norm``) started, the --graph picture; meanwhile, what moves values
+    beside the tape (the unrecorded log) and the gradients read between backwards (Jacobian rows)."""
+
+    def __init__(self, context: PartContext) -> None:
+        self.context = context
+        self.guard, self.names, self.book = context.guard, context.names, context.book
+        self.rows = RowReadHooks(context)  # the gradients read between backwards (observe.row_reads)
         self.unrecorded = UnrecordedLog()  # what moved values beside the tapes since the last backward
         self._diagnosed: set[str] = set()  # params whose chain break was looked for (once each)
-        self.max_norm = max_norm  # where an exploding adjoint is looked for: the norm the checks judge (--max-norm)
+        self.max_norm = context.config.max_norm  # where an exploding adjoint is looked for: the norm the check judges
         self._origins_done: set[str] = set()  # kinds whose origin was looked for (once each: it costs a few backwards)
-        self.keep_dataflow = keep_dataflow  # --graph: keep a picture of one backward's dataflow (trace field dataflow)
-        self.dataflow = None
+        self.dataflow = None  # --graph (config.keep_dataflow): one backward's dataflow picture (trace field dataflow)
         self._dataflow_marked = False
 
-    def _find_causes(self, tape, loss, grads, measured: dict, it: Iteration) -> None:
+    def on_window_leave(self) -> None:
+        self.rows.forget()
+
+    def recording_entered(self, tape) -> None:
+        """An audited recording starts: what moves values beside the tape is placed against it."""
+        self.unrecorded.entered(tape)
+
+    def on_backward_end(self, backward: BackwardEvent, it: Iteration) -> None:
         """Right after a backward (its gradients measured into ``it.stats``): what explains them, and whether they
         grow with the loss update after update (observe.divergence: a program that trains); the log of what moved
         values beside the tape starts afresh."""
-        self._rows_after(tape, loss, grads, measured, it)  # the gradients read between backwards (Jacobian rows)
-        if not self.fixed_params:
-            with self._guard("divergence watch"):
+        tape, loss, grads, measured = backward.tape, backward.loss, backward.grads, backward.measured
+        self.rows.after(backward, it)  # the gradients read between backwards (Jacobian rows)
+        if not self.context.config.fixed_params:
+            with self.guard("divergence watch"):
                 # every measured array, leaves too: a program that updates x on the host (x.assign(x.numpy() - lr
                 # * g)) runs no update launch, and only the measured step against the gradient shows it trains x
                 sites = {k: self.book.update_sites.get(id(a)) for k, a in measured.items()}
-                self.log.growth.after_backward(it.index, it.loss, it.stats, measured, sites)
-        with self._guard("chain breaks"):
+                self.context.log.growth.after_backward(it.index, it.loss, it.stats, measured, sites)
+        with self.guard("chain breaks"):
             self._chain_breaks(tape, loss, grads, measured, it)
-        with self._guard("nonfinite origin"):
+        with self.guard("nonfinite origin"):
             self._origins(tape, loss, grads, it)
-        if self.keep_dataflow:
-            with self._guard("dataflow picture"):
-                self._keep_picture(tape, loss, grads, it)
+        if self.context.config.keep_dataflow:
+            with self.guard("dataflow picture"):
+                self._keep_picture(backward, it)
         self.unrecorded.clear()
 
-    def _final_norms(self) -> dict:
+    def final_norms(self) -> dict:
         """key → the value norm of each param now (one launch): vanishing asks whether the program moved it."""
         from gradcheck.measure.liveness import readable
         from gradcheck.observe import values
 
         found = {}
-        with self._guard("final values"):
-            if not self.fixed_params:
+        with self.guard("final values"):
+            if not self.context.config.fixed_params:
                 params = {k: a for k, a in self.book.measured().items() if self.book.is_param(a) and readable(a)}
-                norms = values.norms(params.values(), self.device)
+                norms = values.norms(params.values(), self.context.config.device)
                 found = {k: norms[id(a)] for k, a in params.items() if id(a) in norms}
         return found
 
-    def _note_seeds(self, loss, grads, it: Iteration) -> None:
+    def note_seeds(self, loss, grads, it: Iteration) -> None:
         """Before a backward seeded with ``grads=``: whether its outputs' values and seeds are finite, the evidence
         that tells a NaN the forward made from one backward made alone when there is no loss (gradcheck.observe.seeds)."""
         if loss is not None or not grads:
             return
         from gradcheck.observe.seeds import merged, seeded_backward
 
-        with self._guard("seeded outputs"):
+        with self.guard("seeded outputs"):
             it.seeded = merged(it.seeded, seeded_backward(loss, grads, self.names.label))
 
-    def _off_tape(self, call, arguments, recording) -> None:
-        """A launch the tape will not hold (no tape recording, or ``record_tape=False``), for the chain-break walk."""
-        self._rows_launch(call, arguments)  # a launch that loads a gradient read between backwards
+    def off_tape(self, call, arguments, recording, moved: bool) -> None:
+        """A launch the tape will not hold (no tape recording, or ``record_tape=False``), for the chain-break walk
+        (``moved``: an update ran since the last backward)."""
+        self.rows.launch(call, arguments, moved)  # a launch that loads a gradient read between backwards
         if recording is None:
             self.unrecorded.launch(call, arguments, "launched while no tape was recording")
         elif not call.get("record_tape", True):
             self.unrecorded.launch(call, arguments, "launched with record_tape=False")
 
-    def _host_read(self, array) -> None:
+    def host_read(self, array) -> None:
         if getattr(array, "ptr", None):
             from gradcheck.model.sites import caller_site
 
             site = caller_site()
             self.unrecorded.host_read(array, site)
-            self._rows_read(array, "host read", site)
+            self.rows.read(array, "host read", site)
 
-    def on_copy(self, dest, src, frame) -> None:
+    def copy(self, dest, src, frame) -> None:
         """A ``wp.copy`` the program is about to make: one Warp leaves off the tape is where a gradient chain can
         break (told before it runs, so that the copy is called from the hook's frame, which Warp counts as its own)."""
-        if self._light or capturing():
-            return
-        with self._guard("copy"):
+        with self.guard("copy"):
             from gradcheck.warp_compat import called_from_warp, is_array, program_site
 
             # indexed and fabric arrays have no one data pointer: no edge the walk could follow
@@ -99,7 +113,7 @@ class Causes(RowReadHooks):
                 if why is not None:
                     self.unrecorded.copy(dest, src, program_site(frame), why, inside_warp=called_from_warp(frame))
                 if not called_from_warp(frame):
-                    self._rows_read(src, "wp.copy", program_site(frame))
+                    self.rows.read(src, "wp.copy", program_site(frame))
 
     def _origins(self, tape, loss, grads, it: Iteration) -> None:
         """Where a NaN/Inf or a norm past --max-norm in a gradient started in this backward: the first launch, by
@@ -118,16 +132,17 @@ class Causes(RowReadHooks):
             if origin is not None:
                 it.origins = (*it.origins, (kind, origin))
 
-    def _keep_picture(self, tape, loss, grads, it: Iteration) -> None:
+    def _keep_picture(self, backward: BackwardEvent, it: Iteration) -> None:
         """--graph: the first backward with something to mark (a chain break, a changed input), else the first."""
         from gradcheck.tape.flow_graph import FlowGraph
 
+        tape, loss, grads = backward.tape, backward.loss, backward.grads
         marked = bool(it.breaks or it.changed or it.origins)
         if self.dataflow is not None and (self._dataflow_marked or not marked):
             return
         graph = FlowGraph(tape, list(self.unrecorded.events), self.unrecorded.recording_of(tape))
         arrays = self.book.measured().values()  # the params name what the tape holds only by pointer
-        self.dataflow = graph.picture(self.names.label, loss, grads, backward=self.backwards, arrays=arrays)
+        self.dataflow = graph.picture(self.names.label, loss, grads, backward=backward.number, arrays=arrays)
         self._dataflow_marked = marked
 
     def _chain_breaks(self, tape, loss, grads, measured: dict, it: Iteration) -> None:

@@ -12,8 +12,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gradcheck.model.options import AUDIT_EVERY as EVERY
+from gradcheck.model.options import AUDIT_FIRST as FIRST
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
-from gradcheck.observe.cadence import ALL, Cadence
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """Which backwards get the full evidence (observe.cadence says why): the first ``first``, then every
+    ``every``-th and the one after it."""
+
+    first: int = FIRST
+    every: int = EVERY
+
+    def full(self, backward: int) -> bool:
+        """Whether backward number ``backward`` (1-based) gets the full evidence."""
+        if self.every <= 1 or backward <= self.first:
+            return True
+        past = backward - self.first  # the pairs: first + k * every and the backward after it, k >= 1
+        return past >= self.every and past % self.every in (0, 1)
+
+    def describe(self, backwards: int, audited: int) -> dict:
+        return {"first": self.first, "every": self.every, "backwards": backwards, "audited": audited}
+
+
+ALL = Cadence(first=0, every=1)
 
 
 @dataclass(frozen=True)

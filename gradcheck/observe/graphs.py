@@ -10,7 +10,10 @@ the next graph Python makes, and a forward-only graph must never inherit a freed
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gradcheck.observe import values
+from gradcheck.observe.parts import ObserverPart, PartContext
 
 MAX_FORWARDS = 16
 
@@ -63,48 +66,67 @@ class CapturedGraphs:
         return any(0 < replays < due for _graph, _tapes, replays, due in self._forwards.values())
 
 
-class GraphReplays:
-    """The Observer's side of captured graphs: a capture's end, a replay (a backward when one was captured), and
-    the captured forward's one replay from copies for write-after-read."""
+class GraphReplays(ObserverPart):
+    """The observer's part for captured graphs: a capture's end, a replay (a backward when one was captured, handed
+    to ``backward(tape, loss, grads, run)``: the observer's own), and the captured forward's one replay from copies
+    for write-after-read (its hazards handed to ``hazards``; ``tests``: exec's per-launch tests, which copy what
+    each launch of it reads, or None)."""
+
+    def __init__(self, context: PartContext, notes: list, tests, backward: Callable, hazards: Callable) -> None:
+        self.guard, self.names, self.notes, self.tests = context.guard, context.names, notes, tests
+        self._backward, self._hazards = backward, hazards
+        self.captured = CapturedGraphs()
+        self.replays = self.audited = 0  # graph replays seen, and audited as a backward
+
+    def recorded_backward(self, tape, loss, grads) -> None:
+        """A backward recorded into the capture under way: each replay of its graph runs it again."""
+        self.captured.recorded_backward(tape, loss, grads)
+
+    def recorded_tape(self, tape) -> None:
+        """A recording made into the capture under way: its graph's forward."""
+        self.captured.recorded_tape(tape)
+
+    def ran_once(self) -> bool:
+        return self.captured.ran_once()
 
     def on_capture_end(self, graph) -> None:
         """A capture ended: if a backward was recorded into it, each replay of ``graph`` is a backward; the tapes
         recorded in it are its forward, checked for write-after-read by replaying them from copies."""
-        self.graphs.ended(graph)
+        self.captured.ended(graph)
 
     def on_graph_replay(self, graph, run):
         """A replayed graph (Newton's examples capture forward+backward once) runs the captured backward again
         without Python seeing it: audited as a backward of its tape. A graph with no backward in it is not one."""
-        self.graph_replays += 1
-        tapes = self.graphs.forward_due(graph)
-        found = self.graphs.backward_of(graph)
+        self.replays += 1
+        tapes = self.captured.forward_due(graph)
+        found = self.captured.backward_of(graph)
         if tapes:
             self._captured_forward_due(tapes, found)
         if found is None:
             return run()
-        self.audited_replays += 1
-        return self.on_backward(*found, run)
+        self.audited += 1
+        return self._backward(*found, run)
 
     def _captured_forward_due(self, tapes: list, backward=None) -> None:
         """Replay a graph's forward from copies once, just before a replay of the graph, from the state that replay
         starts from (a stale value read before the forward rewrites it is only stale then). On CUDA before the
         second replay, not the first: arrays the capture allocated live in the graph's own memory, which CUDA maps
         once the graph has run (copied before, they are an invalid argument)."""
-        with self._guard("write-after-read (captured forward)"):
+        with self.guard("write-after-read (captured forward)"):
             found = [self._replay_captured(tape, backward) for tape in tapes]
             found = [f for f in found if f is not None]
             if found:  # every tape the capture recorded: their hazards and harmless rewrites together
-                self._hazards = tuple(tuple(r for f in found for r in f[i]) for i in (0, 1))
+                self._hazards(tuple(tuple(r for f in found for r in f[i]) for i in (0, 1)))
 
     def _replay_captured(self, tape, backward=None) -> tuple | None:
         """The captured forward run again from copies; the per-launch adjoint tests copy what each launch reads
         (``backward``: the graph's (tape, loss, grads), whose loss they test towards)."""
         from gradcheck.observe.rewrites import replay_captured
 
-        tests = self.blame.captured(tape) if self.blame is not None else None
+        tests = self.tests.captured(tape) if self.tests is not None else None
         watch = replay_captured(tape, values.fingerprint, tests)
         if tests is not None:
-            self.blame.captured_done(tape, backward, watch if isinstance(watch, str) else None)
+            self.tests.captured_done(tape, backward, watch if isinstance(watch, str) else None)
         if isinstance(watch, str):
             note = f"write-after-read not checked on the captured forward: {watch}"
             if note not in self.notes:

@@ -1,6 +1,9 @@
 """The observer's own work, kept out of the program's way: while it runs, every hook lets Warp through untouched
 (``busy``), and whatever it raises becomes an InternalError for the report (an ``internal-error`` finding), never
-the program's exception. A DanglingAdjointStop (meant for the program) and the user's Ctrl-C go through."""
+the program's exception. A DanglingAdjointStop (meant for the program) and the user's Ctrl-C go through.
+
+One ``Guard`` per observer, shared by its parts (observe.parts): the hooks stand aside while any part works, and
+every part's failure lands in the one list the Trace reports."""
 
 from __future__ import annotations
 
@@ -16,47 +19,84 @@ class DanglingAdjointStop(Exception):
     at the first invalid write); ``gradcheck exec --keep-going`` skips such backwards instead."""
 
 
-class Guarded:
-    ROLE = "observer"  # internal errors read "observer: <component>" (the torch side's: "torch observer: ...")
+class Guard:
+    """``with guard("component"):`` the observer's own work; ``with guard.ignoring():`` work that is not the
+    program's and must not fail into the report either way (a backward's own launches, a driver's restore)."""
 
-    def __init__(self) -> None:
-        self._depth = 0
+    def __init__(self, role: str = "observer") -> None:
+        self.role = role  # internal errors read "observer: <component>" (the torch side's: "torch observer: ...")
+        self.depth = 0
         self.internal_errors: list[InternalError] = []
 
     @property
     def busy(self) -> bool:
-        return self._depth > 0
+        return self.depth > 0
 
     @contextlib.contextmanager
     def ignoring(self):
         """Work that is not the program's (the observer's own, a driver's restore or clip): hooks stand aside."""
-        self._depth += 1
+        self.depth += 1
         try:
             yield
         finally:
-            self._depth -= 1
+            self.depth -= 1
 
     @contextlib.contextmanager
-    def _guard(self, component: str):
+    def __call__(self, component: str):
         """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
         program's (a DanglingAdjointStop and the user's Ctrl-C go through). Warp's own chatter (loading gradcheck's
         kernels) is kept off the program's stdout meanwhile."""
         from gradcheck.warp_compat.runtime import quiet
 
-        self._depth += 1
+        self.depth += 1
         try:
             with quiet():
                 yield
         except DanglingAdjointStop:
             raise
         except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
-            self._internal(f"{self.ROLE}: {component}", exc)
+            self.internal(f"{self.role}: {component}", exc)
         finally:
-            self._depth -= 1
+            self.depth -= 1
 
-    def _internal(self, component: str, exc: BaseException) -> None:
+    def internal(self, component: str, exc: BaseException) -> None:
         found = InternalError.of(component, exc)
         if len(self.internal_errors) < MAX_INTERNAL_ERRORS and all(
             (e.component, e.error) != (found.component, found.error) for e in self.internal_errors
         ):
             self.internal_errors.append(found)
+
+
+class Guarded:
+    """A Guard as a mixin, for the torch side (gradcheck.pytorch.watch): ``busy``, ``ignoring()``, ``_guard()`` and
+    the internal errors on the object itself."""
+
+    ROLE = "observer"
+
+    def __init__(self) -> None:
+        self._guard_of = Guard(self.ROLE)
+
+    @property
+    def _depth(self) -> int:
+        return self._guard_of.depth
+
+    @_depth.setter
+    def _depth(self, depth: int) -> None:
+        self._guard_of.depth = depth
+
+    @property
+    def internal_errors(self) -> list[InternalError]:
+        return self._guard_of.internal_errors
+
+    @property
+    def busy(self) -> bool:
+        return self._guard_of.busy
+
+    def ignoring(self):
+        return self._guard_of.ignoring()
+
+    def _guard(self, component: str):
+        return self._guard_of(component)
+
+    def _internal(self, component: str, exc: BaseException) -> None:
+        self._guard_of.internal(component, exc)

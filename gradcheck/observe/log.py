@@ -11,7 +11,7 @@ them. The checks read only these.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gradcheck.model.trace import NormSample, ParamPass, ParamTrace, PassRecord
 from gradcheck.observe.divergence import GrowthWatch
@@ -57,6 +57,28 @@ class IterationLog:
 
     def knows(self, key: str) -> bool:
         return key in self._gradients
+
+    def add_iteration(self, it, record: PassRecord, measured: dict, reader, names, device) -> None:
+        """An iteration closed (observe.iteration, its ``record``): each gradient it measured as a sample (``reader``:
+        the observer's GradientReader), each array seen for the first time described (``names``: what it is called)."""
+        from gradcheck.observe import values
+
+        clipped = it.extra.get("clipped") or {}
+        samples, described = {}, {}
+        fresh = [measured[k] for k in it.stats if k in measured and not self.knows(k)]
+        norms = values.norms(fresh, device)  # one launch for every array seen for the first time
+        for key, stats in it.stats.items():
+            reading = reader.record(key, stats, it.readout.get(key), clipped.get(key))
+            samples[key] = replace(reading, index=it.index)
+            array = measured.get(key)
+            if array is not None and not self.knows(key):
+                described[key] = (
+                    names.gradient_subject(array),
+                    tuple(array.shape),
+                    values.dtype_name(array.dtype),
+                    norms.get(id(array), float("nan")),
+                )
+        self.add(record, samples, described)
 
     def add(self, record: PassRecord, samples: dict[str, ParamPass], described: dict[str, tuple]) -> None:
         """One finished iteration; ``samples``: key → its gradient read after backward; ``described``: key →

@@ -26,35 +26,39 @@ of the program. Nothing here ever breaks the program: a failure of the observer'
 from __future__ import annotations
 
 import contextlib
-import weakref
-from dataclasses import replace
+import functools
 
 from gradcheck.measure.liveness import LIVENESS, readable
 from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import PassRecord
 from gradcheck.observe import values
 from gradcheck.observe.blame_watch import BlameHooks
-from gradcheck.observe.cadence import AuditWindows
+from gradcheck.observe.cadence import AuditWindow
 from gradcheck.observe.causes import Causes
 from gradcheck.observe.config import ObserverConfig
 from gradcheck.observe.gradient_use import GradientUse
-from gradcheck.observe.graphs import CapturedGraphs, GraphReplays
-from gradcheck.observe.guard import DanglingAdjointStop, Guarded
-from gradcheck.observe.input_watch import InputWatches
+from gradcheck.observe.graphs import GraphReplays
+from gradcheck.observe.guard import DanglingAdjointStop, Guard
 from gradcheck.observe.iteration import Iteration
-from gradcheck.observe.leftovers import Leftovers, classify_residue
+from gradcheck.observe.leftovers import Leftovers
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
+from gradcheck.observe.parts import BackwardEvent, PartContext
 from gradcheck.observe.pointers import PointerWatch
-from gradcheck.observe.rewrites import RewriteWatch
+from gradcheck.observe.recordings import Recordings
+from gradcheck.observe.zero_steps import ZeroSteps
 from gradcheck.warp_compat.runtime import active_tape, capturing
 
 _NOT_READ = "arrays built on memory they do not own (wp.array(ptr=...)) whose owner may have been freed were not read"
 
 
-class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
-    """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from."""
+class Observer:
+    """Install with ``with observer.installed():``; then ``trace_fields()`` gives what a Trace is built from.
+
+    It keeps the iterations; its parts (observe.parts) do the rest, each seeing a PartContext and callbacks, never
+    the observer: the audit window (``window``, observe.cadence), the zero step (``zero``), the recordings
+    (``recordings``), captured graphs (``graphs``), exec's per-launch tests (``blame``) and the causes (``causes``)."""
 
     def __init__(self, *, roots, ledger=None, config: ObserverConfig | None = None, blame=None):
         """``config``: how the driver sees iterations and what it wants (observe.config, one frozen value every
@@ -63,13 +67,10 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         from gradcheck.measure.gradients import GradientReader
         from gradcheck.tape.tape_arguments import TapeArguments
 
-        super().__init__()
         self.config = config = config or ObserverConfig()
-        device, cadence = config.device, config.cadence
+        device = config.device
         self.device, self.ledger = device, ledger
-        self.stop_on_dangling, self.auto_iterations, self.fixed_params = (
-            config.stop_on_dangling, config.auto_iterations, config.fixed_params)  # fmt: skip
-        self.watch_inputs = True  # fingerprint what this recording reads (changed-before-backward; config.watch_inputs)
+        self.guard = Guard("observer")
         self.book = ParamBook()
         self.names = Names(roots, ledger)
         self.reader = GradientReader(config.tolerance, compare=config.fixed_params)
@@ -80,29 +81,49 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         self.pointers = PointerWatch(self.names, ledger)
         self.backwards = 0
         self.devices: dict[str, None] = {}  # where the backwards ran (their losses' devices), in order of first use
-        self.graph_replays = self.audited_replays = 0  # graph replays seen, and audited as a backward
         self.notes: list[str] = []  # what the observer could not do, said in the report
         self.after_backward: list = []  # driver callbacks after each backward (exec refreshes --output)
-        # which backwards get the full evidence and how many did; the window since the last one is not audited;
-        # the hooks' switch (set while installed): launches and host reads watched or not (observe.cadence)
-        self.cadence, self.audited, self._light, self.launch_switch = cadence, 0, False, None
-        self.no_backward_kernels: set[str] = set()
         self._it: Iteration | None = None
-        self._recordings = 0
-        self._structure_changed = True
-        self._wars: dict[int, RewriteWatch] = {}
-        self._hazards: tuple = ((), ())
-        self.inputs = InputWatches()  # what each recording read, fingerprinted at launch time
-        self._zero_label: str | None = None
-        self._in_zero_step = 0
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
-        self.graphs = CapturedGraphs()
-        self._recorded = weakref.WeakSet()  # tapes that recorded a computation (a reset() empties them first)
-        self.blame = blame  # exec's per-launch tests (observe.launch_tests), or None
         self.before_backward: list = []  # callbacks before each backward runs (the torch bridge's)
-        self._init_causes(config.max_norm, config.keep_dataflow)
+        context = PartContext(config, self.guard, self.names, self.book, self.log, lambda: self._it)
+        # which backwards get the full evidence (observe.cadence): the window since the last one is not audited
+        self.window = AuditWindow(config.cadence, self.guard, self._leave_window)
+        self.zero = ZeroSteps(context, self.leftovers, self.use, self.arguments)  # the zero step, audited when over
+        self.recordings = Recordings(context, self.arguments)  # write-after-read, inputs read (observe.recordings)
+        hazards = self.recordings.found_hazards
+        self.graphs = GraphReplays(context, self.notes, blame, lambda *a: self.on_backward(*a), hazards)
+        # exec's per-launch tests (observe.launch_tests), or None
+        self.blame = BlameHooks(blame, self.guard, self.window, self.book.params) if blame is not None else None
+        self.causes = Causes(context)
+        parts = (self.window, self.zero, self.recordings, self.graphs, self.blame, self.causes)
+        self.parts = tuple(p for p in parts if p is not None)
+
+    # -- the hooks' protocol (gradcheck.warp_compat.hooks.observed) -------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self.guard.busy
+
+    def ignoring(self):
+        """Work that is not the program's (a driver's restore or clip): the hooks stand aside meanwhile."""
+        return self.guard.ignoring()
+
+    @property
+    def launch_switch(self):
+        return self.window.switch
+
+    @launch_switch.setter
+    def launch_switch(self, switch) -> None:
+        """Set by the hooks while installed: launches and host reads watched or not (observe.cadence)."""
+        self.window.switch = switch
+
+    def on_capture_end(self, graph) -> None:
+        self.graphs.on_capture_end(graph)
+
+    def on_graph_replay(self, graph, run):
+        return self.graphs.on_graph_replay(graph, run)
 
     # -- installation and the driver's protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -116,7 +137,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
     def wants_launches(self) -> bool:
         """Launches are sorted out in on_launch (a forward launch with nothing to watch is cheap); none at all
         between backwards the cadence does not audit."""
-        return not self._light or (self.blame is not None and self.blame.recording)
+        return not self.window.light or (self.blame is not None and self.blame.recording)
 
     def declare(self, params: dict) -> None:
         """The driver's params, by key (a scenario's params())."""
@@ -130,29 +151,20 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
 
     def begin_iteration(self, index: int) -> None:
         """A new pass: what the last one left is judged against this one."""
-        with self._guard("iteration"):
-            self._flush_zero()
+        with self.guard("iteration"):
+            self.zero.flush()
             self._close()
             self._it = Iteration(index, boundary=True)
-            if self.config.watch_inputs == "first":  # every pass runs the same forward: watch what the first reads
-                self.watch_inputs = index == 1
+            self.recordings.pass_begins(index)  # every pass runs the same forward: what the first reads is watched
 
-    @contextlib.contextmanager
     def zero_step(self, label: str):
         """The driver runs the program's zero step inside; it is audited once, when the whole step is over."""
-        self._in_zero_step += 1
-        try:
-            yield
-        finally:
-            self._in_zero_step -= 1
-            self._zero_label = label
-            with self._guard("zero audit"):
-                self._flush_zero()
+        return self.zero.step(label)
 
     def readout(self, reader: str, params: dict) -> dict:
         """The driver reads the gradients of ``params`` here (the runner: after after_backward()): their stats."""
         found: dict = {}
-        with self._guard("readout"):
+        with self.guard("readout"):
             self.use.read_all(reader)
             found = self.reader.readout(params)
             if self._it is not None:
@@ -165,23 +177,23 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             self._it.extra.update(fields)
 
     def end_iteration(self) -> PassRecord | None:
-        with self._guard("iteration"):
-            self._flush_zero()
+        with self.guard("iteration"):
+            self.zero.flush()
             return self._close()
         return None
 
     def abandon_iteration(self) -> None:
         """The driver's pass failed half-way: it is not evidence (the passes before it are)."""
-        self._it, self._zero_label = None, None
-        self.use.close()
+        self._it = None
+        self.zero.abandon()
 
     def finish(self) -> None:
         """The program ended: the last zero step and iteration are judged."""
-        with self._guard("finish"):
-            self._flush_zero()
+        with self.guard("finish"):
+            self.zero.flush()
             self._close()
-        if self.blame is not None:
-            self._blame_settle()
+        for part in self.parts:
+            part.on_finish()  # exec's per-launch tests settle
         once = (
             "write-after-read not checked on the captured forward: its graph ran once (CUDA maps a graph's own "
             "memory only once it has run, and gradcheck replays the forward before the next run)"
@@ -195,89 +207,67 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         """The Trace fields the observer knows (the driver adds scenario, device, probes)."""
         blame = {"launch_checks": self.blame.result} if self.blame is not None else {}  # exec --blame's
         return blame | {
-            "params": self.log.traces(self.book.roles(), self._final_norms()),
+            "params": self.log.traces(self.book.roles(), self.causes.final_norms()),
             "passes": tuple(self.log.records),
             "tolerance": self.reader.tolerance,
-            "no_backward_kernels": tuple(sorted(self.no_backward_kernels)),
-            "fixed_params": self.fixed_params,
+            "no_backward_kernels": tuple(sorted(self.recordings.no_backward_kernels)),
+            "fixed_params": self.config.fixed_params,
             "backwards": self.backwards,
-            "iterations": self.backwards if self.auto_iterations else self.log.iterations,
-            "sampling": self._sampling(),
-            "internal_errors": tuple(self.internal_errors),
-            "dataflow": self.dataflow,
+            "iterations": self.backwards if self.config.auto_iterations else self.log.iterations,
+            "sampling": self.window.sampling(self.backwards, self.log),
+            "internal_errors": tuple(self.guard.internal_errors),
+            "dataflow": self.causes.dataflow,
         }
 
     # -- hooks (gradcheck.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
-        if self.blame is not None:
-            self._blame_enter(tape)
-        if not self.cadence.full(self.backwards + 1):
-            if not self._light and not capturing():
-                with self._guard("iteration"):
-                    self._go_light()
+        for part in self.parts:
+            part.on_tape_enter(tape, self.backwards)  # exec's launch tests: a recording to copy
+        if not self.window.full(self.backwards + 1):
+            if not self.window.light and not capturing():
+                with self.guard("iteration"):
+                    self.window.leave()
             return
         if capturing():
             return
-        self._arm()
-        self.unrecorded.entered(tape)
-        with self._guard("recording"):
-            self._flush_zero()
-            if self.watch_inputs:
-                self.inputs.enter(tape)
-            self._recordings += 1
-            n = self._recordings
-            if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
-                self._wars[id(tape)] = RewriteWatch(values.fingerprint)
+        self.window.arm()
+        self.causes.recording_entered(tape)
+        with self.guard("recording"):
+            self.zero.flush()
+            self.recordings.entered(tape)
 
     def on_tape_exit(self, tape) -> None:
         if capturing():  # its launches run in the graph, where Python sees none: replayed from copies later
             self.graphs.recorded_tape(tape)
             return
-        if self._light and not self.cadence.full(self.backwards + 1):
+        if self.window.light and not self.window.full(self.backwards + 1):
             return
-        with self._guard("recording"):
-            from gradcheck.warp_compat import backward_disabled, kernel_launches, tape_launches
-
-            self._recorded.add(tape)
-
-            new = not self.arguments.update(tape)
-            # changed from the last recording's (the first recording has nothing to differ from)
-            self._structure_changed = new and self._recordings > 1
-            if new:
-                self.no_backward_kernels |= {
-                    k.key for _, k, _ in kernel_launches(tape_launches(tape)) if backward_disabled(k)
-                }
-            watch = self._wars.pop(id(tape), None)
-            if watch is not None:
-                self.names.tape = tape
-                self._hazards = watch.results(self.names.label)
-            self.inputs.exit(tape, self.watch_inputs)
+        with self.guard("recording"):
+            self.recordings.exited(tape)
 
     def on_launch(self, call, run):
         if self.blame is not None and self.blame.recording:
             recording = active_tape()
             if recording is not None:
-                with self._guard("blame"):
-                    self.blame.before_launch(call, recording)
-        if self._light:
+                self.blame.before_launch(call, recording)
+        if self.window.light:
             return run()
         recording = active_tape()
-        tape_watch = self._wars.get(id(recording)) if recording is not None and self._wars else None
-        inputs = self.inputs.recording.get(id(recording)) if self.inputs.recording else None
+        tape_watch, inputs = self.recordings.watches(recording)
         quiet = tape_watch is None and inputs is None and not self.use.active
         if recording is not None and quiet and call.get("record_tape", True):
             return run()  # a forward launch with nothing to watch: the common case costs a few lookups
         if capturing():
             return run()  # recorded into a graph, not run: nothing to fingerprint or read
         arguments, found, war, use = [], [], None, None
-        with self._guard("launch"):
+        with self.guard("launch"):
             arguments = call.arguments()
             found = updates(call, arguments, self.book.by_pointer()) if recording is None else []
-            self._off_tape(call, arguments, recording)
+            self.causes.off_tape(call, arguments, recording, self._moved)
             war = tape_watch.before(call, arguments) if tape_watch is not None and call.recorded else None
             use = self.use.before(call, arguments, found)
         result = run()
-        with self._guard("launch"):
+        with self.guard("launch"):
             if inputs is not None and call.recorded:
                 inputs.after_launch(recording, call, arguments)
             if war is not None:
@@ -295,42 +285,35 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
-        if self.blame is not None:
-            self._blame_backward(tape, loss, grads)
-        if not self.cadence.full(self.backwards + 1) and self._stays_light(tape):
+        event = BackwardEvent(tape, loss, grads, self.backwards + 1)
+        for part in self.parts:
+            part.on_backward_begin(event)  # exec's launch tests: the backward they test
+        if not self.window.full(event.number) and self._stays_light(tape):
             return self._light_backward(run, tape, loss, grads)
-        self._arm()
-        self.audited += 1
+        self.window.arm()
+        self.window.audited += 1
         skipped = None
-        with self._guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
+        with self.guard("before backward"):  # each part guards itself; this keeps the program safe from the rest
             skipped = self._before_backward(tape, loss, grads)
         if skipped:
-            if self.stop_on_dangling:
+            if self.config.stop_on_dangling:
                 raise DanglingAdjointStop(skipped)
             return None
-        self._depth += 1  # the backward's own launches and copies are not the program's
-        try:
+        with self.guard.ignoring():  # the backward's own launches and copies are not the program's
             result = run()
-        finally:
-            self._depth -= 1
-        with self._guard("after backward"):
+        with self.guard("after backward"):
             self._after_backward(tape, loss, grads)
         self._tell_driver()
         return result
 
     def on_zero(self, tape, run):
-        if self._light or capturing():
+        if self.window.light or capturing():
             return run()
-        self._depth += 1
-        try:
+        with self.guard.ignoring():
             result = run()
-        finally:
-            self._depth -= 1
-        if not self._in_zero_step and not self._other_computation(tape):
-            with self._guard("zero audit"):
-                self._zero_label = f"tape.zero() at {short(caller_site())}"
-                self.leftovers.zeroed()
-                self.use.zeroed(self._zero_label)  # the window stays open: an update after it would read zeros
+        if not self.zero.inside and not self._other_computation(tape):
+            with self.guard("zero audit"):
+                self.zero.zeroed(f"tape.zero() at {short(caller_site())}")
         return result
 
     def _other_computation(self, tape) -> bool:
@@ -339,34 +322,82 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         tape that recorded nothing (``wp.Tape().zero()``) is the program's zero step, however mistaken."""
         last = self._last[0] if self._last is not None else None
         return (
-            last is not None and tape is not last and (bool(tape.launches or tape.gradients) or tape in self._recorded)
+            last is not None
+            and tape is not last
+            and (bool(tape.launches or tape.gradients) or self.recordings.recorded(tape))
         )
 
     def on_host_read(self, array) -> None:
-        if self._light or capturing():
+        if self.window.light or capturing():
             return
-        with self._guard("host read"):
-            self._host_read(array)
+        with self.guard("host read"):
+            self.causes.host_read(array)
             if self.use.active:
                 self.use.read(array)
+
+    def on_copy(self, dest, src, frame) -> None:
+        if self.window.light or capturing():
+            return
+        self.causes.copy(dest, src, frame)
+
+    # -- the audit window (observe.cadence) ----------------------------------------------------------------------
+    def _leave_window(self) -> None:
+        """The cadence leaves an audited window: its zero step is judged, its iteration closed, and what it watched
+        (leftovers, the gradients' use, the recordings' inputs) ends, in every part too."""
+        self.zero.flush()
+        self.zero.close_window()
+        self._close()
+        for part in self.parts:
+            part.on_window_leave()  # the leftovers, recordings' watches, the gradients read between backwards
+        self._last, self._moved, self._leaf_values = None, False, None
+
+    def _stays_light(self, tape) -> bool:
+        clean = functools.partial(self.pointers.clean, tape, self.arguments, self.guard)  # asked only when needed
+        return self.window.stays_light(self.log.growth.following, clean)
+
+    def _light_backward(self, run, tape, loss, grads):
+        self.backwards += 1
+        result = self.window.unaudited(run, self.book.params, lambda: self._late_audit(tape, loss, grads))
+        self._tell_driver()
+        return result
+
+    def _late_audit(self, tape, loss, grads) -> None:
+        """A param's gradient went non-finite on a backward the cadence skipped: what can still be read after it
+        (every gradient's statistics, what the tape reached) is recorded as an audited backward of its own, and
+        the window after it is watched (the update that consumes it, the zero step)."""
+        self.window.arm()
+        self.window.audited += 1
+        self._it = Iteration(self.backwards, boundary=True, backwards=1, site=caller_site())
+        self.names.new_event()
+        self.names.tape = tape
+        self.arguments.update(tape)
+        self.book.note_tape(tape, self.arguments.unique, loss, grads, self.names.label)
+        self._after_backward(tape, loss, grads)
+
+    def _tell_driver(self) -> None:
+        """A backward ran, audited or not: the driver's callbacks (exec refreshes --output)."""
+        for callback in self.after_backward:
+            with self.guard("after backward (driver)"):
+                callback()
 
     # -- backward ---------------------------------------------------------------------------------------------
     def _before_backward(self, tape, loss, grads) -> str | None:
         """Open the iteration (bookkeeping that never fails), then gather the evidence, each part on its own: a
         part that fails is an InternalError and the others still run."""
-        with self._guard("zero audit"):
-            self._flush_zero()
+        with self.guard("zero audit"):
+            self.zero.flush()
         boundary = False
-        with self._guard("iteration"):
+        with self.guard("iteration"):
             boundary = self._boundary()
-        self._rows_before(tape, loss, grads, boundary)  # gradients read since the last backward (Jacobian rows)
-        if self.auto_iterations or self._it is None:
-            self._close_window()  # the last backward's gradients: their use ends here
+        # gradients read since the last backward (Jacobian rows)
+        self.causes.rows.before(BackwardEvent(tape, loss, grads, self.backwards + 1), boundary)
+        if self.config.auto_iterations or self._it is None:
+            self.zero.close_window()  # the last backward's gradients: their use ends here
         if self._last is not None and boundary and not self.leftovers.audited:
-            with self._guard("zero audit"):
+            with self.guard("zero audit"):
                 self.arguments.update(tape)  # a new iteration, no zero step since the last: what this one adds to
-                self._audit(only_left=self.arguments.gradient_pointers())
-        if self.auto_iterations or self._it is None:
+                self.zero.audit(only_left=self.arguments.gradient_pointers())
+        if self.config.auto_iterations or self._it is None:
             self._close()
             self._it = Iteration(self.backwards + 1, boundary)
         it = self._it
@@ -376,41 +407,24 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         seed = loss if loss is not None else next(iter(grads or ()), None)  # backward(grads={array: seed})
         if seed is not None:
             self.devices.setdefault(str(getattr(seed, "device", "?")))
-        self._note_seeds(loss, grads, it)  # grads=: are the seeded outputs and seeds finite?
+        self.causes.note_seeds(loss, grads, it)  # grads=: are the seeded outputs and seeds finite?
         self.names.new_event()
         self.names.tape = tape
-        it.hazards, it.identical = self._hazards
-        self._hazards = ((), ())
-        with self._guard("params"):
+        it.hazards, it.identical = self.recordings.take_hazards()
+        with self.guard("params"):
             self.arguments.update(tape)
             self.book.note_tape(tape, self.arguments.unique, loss, grads, self.names.label)
         if it.backwards == 1:
-            with self._guard("leftovers"):
-                self._residue(it)
-        with self._guard("changed inputs"):
-            it.changed = self.inputs.changed(tape, self.names.label) or ()
-        with self._guard("struct pointers"):
+            with self.guard("leftovers"):
+                self.zero.residue(it)
+        with self.guard("changed inputs"):
+            it.changed = self.recordings.changed(tape)
+        with self.guard("struct pointers"):
             it.observations = self.pointers.audit(self.arguments.struct_roots, first=self.backwards == 1)
-        return self._dangling(it)
-
-    def _dangling(self, it: Iteration) -> str | None:
-        dangling = [o for o in it.observations if o.check == "dangling-adjoint" and o.in_tape]
-        if not dangling:
-            return None
-        more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
-        it.skipped = f"dangling adjoint pointer at {dangling[0].subject}{more}"
-        if self.stop_on_dangling:
-            return (
-                f"gradcheck stopped the program before backward #{self.backwards} ({it.site}): {dangling[0].subject} "
-                "points at freed memory, backward would write there (gradcheck exec --keep-going skips such "
-                "backwards instead)"
-            )
-        return it.skipped
+        return self.pointers.dangling(it, self.backwards, self.config.stop_on_dangling)
 
     def _after_backward(self, tape, loss, grads) -> None:
         import warp as wp
-
-        from gradcheck.tape.reachability import reachable_gradients
 
         with contextlib.suppress(Exception):
             wp.synchronize()
@@ -418,7 +432,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
         self._last, self._moved = (tape, loss, grads), False
         it.launches = len(tape.launches)
         measured = {k: a for k, a in self.book.measured().items() if a.grad is None or readable(a.grad)}
-        with self._guard("gradients"):
+        with self.guard("gradients"):
             it.loss = values.scalar(loss) if loss is not None else it.loss
             it.stats = self.reader.measure(measured)
             produced = [
@@ -427,21 +441,15 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
                 if it.stats.get(k) is not None
             ]
             self.use.start(produced)
-        with self._guard("leftovers"):
-            # params of another computation (an earlier unittest's, updated and left) are not this tape's leftovers
-            touched = self.arguments.gradient_pointers() | {getattr(g, "ptr", None) for g in tape.gradients.values()}
-            own = {k: a for k, a in measured.items() if a.grad is not None and a.grad.ptr in touched}
-            reach = reachable_gradients(tape, own, lambda: self.names.names, self.arguments)
-            reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
-            seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
-            self.leftovers.after_backward(self.backwards, reach, reseeded, seeded)
-        self._find_causes(tape, loss, grads, measured, it)
-        with self._guard("iteration"):
+        event = BackwardEvent(tape, loss, grads, self.backwards, measured)
+        for part in self.parts:
+            part.on_backward_end(event, it)  # what the tape reached (zero step), the causes, Jacobian rows, --graph
+        with self.guard("iteration"):
             self._leaf_values = values.checksums(self.book.measured().values()) if not self.book.params() else None
 
     def _boundary(self) -> bool:
         """A new iteration: the driver opened one, an update moved a param, or (no param known) a leaf moved."""
-        if self._it is not None and not self.auto_iterations:
+        if self._it is not None and not self.config.auto_iterations:
             return self._it.boundary and self._it.backwards == 0
         if self._moved:
             return True
@@ -449,42 +457,7 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             return values.checksums(self.book.measured().values()) != self._leaf_values
         return False
 
-    def _residue(self, it: Iteration) -> None:
-        """Leftovers of an earlier iteration this backward will add to (only across a boundary)."""
-        if not it.boundary:
-            self.leftovers.watch()
-            return
-        left = self.leftovers.residue()
-        if left:
-            it.residue = classify_residue(left, self.book, self.names)
-
-    # -- zero step ----------------------------------------------------------------------------------------------
-    def _close_window(self) -> None:
-        """The gradients' use window ends (a zero step is over, or a new iteration): what was found in it is kept."""
-        rewrites, cleared = self.use.close()
-        if self._it is not None:
-            self._it.rewrites, self._it.cleared = self._it.rewrites + rewrites, self._it.cleared + cleared
-
-    def _flush_zero(self) -> None:
-        """Audit the zero step the program made (if any), now that it is over."""
-        if self._zero_label is None or self._in_zero_step:
-            return
-        label, self._zero_label = self._zero_label, None
-        self._close_window()
-        with self._guard("zero audit"):
-            self._audit(label=label)
-
-    def _audit(self, label: str | None = None, only_left: set | None = None) -> None:
-        it = self._it
-        if it is None:
-            return
-        if it.kept is None:
-            it.settle_residue(self.leftovers.kept())
-        survivors, audited = self.leftovers.audit(only_left=only_left)
-        # an iteration may clear several times (one backward per output, a zero step after each): every survivor
-        merged = {v.subject: v for v in (*it.survivors, *survivors)}
-        it.survivors, it.audited, it.zero_step = tuple(merged.values()), audited, label
-
+    # -- closing an iteration ------------------------------------------------------------------------------------
     def _close(self) -> PassRecord | None:
         it, self._it = self._it, None
         if it is None or it.backwards == 0 and not it.extra:
@@ -495,26 +468,6 @@ class Observer(AuditWindows, GraphReplays, BlameHooks, Causes, Guarded):
             it.settle_residue(self.leftovers.kept())
         self.reader.commit()
         self.leftovers.new_iteration()
-        samples, described = self._samples(it)
         record = it.record(tuple(pointer_issue(o) for o in it.observations))
-        self.log.add(record, samples, described)
+        self.log.add_iteration(it, record, self.book.measured(), self.reader, self.names, self.device)
         return record
-
-    def _samples(self, it: Iteration):
-        measured = self.book.measured()
-        clipped = it.extra.get("clipped") or {}
-        samples, described = {}, {}
-        fresh = [measured[k] for k in it.stats if k in measured and not self.log.knows(k)]
-        norms = values.norms(fresh, self.device)  # one launch for every array seen for the first time
-        for key, stats in it.stats.items():
-            reading = self.reader.record(key, stats, it.readout.get(key), clipped.get(key))
-            samples[key] = replace(reading, index=it.index)
-            array = measured.get(key)
-            if array is not None and not self.log.knows(key):
-                described[key] = (
-                    self.names.gradient_subject(array),
-                    tuple(array.shape),
-                    values.dtype_name(array.dtype),
-                    norms.get(id(array), float("nan")),
-                )
-        return samples, described

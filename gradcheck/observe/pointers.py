@@ -31,3 +31,31 @@ class PointerWatch:
     def _struct_name(self, value) -> str:
         found = self.names.names.structs.get(id(value))
         return found[0] if found is not None else self.names.label(value)
+
+    def clean(self, tape, arguments, guard) -> bool:
+        """No struct ``tape`` passes (``arguments``: the observer's TapeArguments) has a stale or dangling adjoint
+        pointer now: asked before a backward the cadence skips (one found makes it an audited one)."""
+        if not (arguments.struct_roots or self.watching):
+            return True
+        found = []
+        with guard("struct pointers"):
+            arguments.update(tape)
+            found = self.audit(arguments.struct_roots, first=False)
+        return not found
+
+    @staticmethod
+    def dangling(it, backward: int, stop: bool) -> str | None:
+        """What backward number ``backward`` must not do, from ``it.observations``: None when no struct the tape
+        uses points at freed memory; else why the program is stopped (``stop``) or the backward skipped."""
+        dangling = [o for o in it.observations if o.check == "dangling-adjoint" and o.in_tape]
+        if not dangling:
+            return None
+        more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+        it.skipped = f"dangling adjoint pointer at {dangling[0].subject}{more}"
+        if stop:
+            return (
+                f"gradcheck stopped the program before backward #{backward} ({it.site}): {dangling[0].subject} "
+                "points at freed memory, backward would write there (gradcheck exec --keep-going skips such "
+                "backwards instead)"
+            )
+        return it.skipped

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gradcheck.model.trace import CarriedRead
+from gradcheck.observe.parts import BackwardEvent, ObserverPart, PartContext
 
 
 @dataclass
@@ -301,10 +302,13 @@ def _seed_words(last: _Backward, loss, grads) -> str:
     return "seeded on the same output with other seed values"
 
 
-class RowReadHooks:
-    """The Observer's side (a mixin): RowReads fed from the hooks, its records kept in the running iteration."""
+class RowReadHooks(ObserverPart):
+    """The observer's part for Jacobian rows: RowReads fed from the hooks (the backwards' numbers told by the
+    observer), its records kept in the iteration open now (``context.current()``)."""
 
-    _rows: RowReads | None = None
+    def __init__(self, context: PartContext) -> None:
+        self.guard, self.names, self._current = context.guard, context.names, context.current
+        self._rows: RowReads | None = None
 
     @property
     def rows(self) -> RowReads:
@@ -314,41 +318,49 @@ class RowReadHooks:
             self._rows = RowReads(lambda arrays: [values.checksums(arrays).get(id(a)) for a in arrays])
         return self._rows
 
-    def _rows_before(self, tape, loss, grads, boundary: bool) -> None:
-        rows = self.rows
-        if not rows.idle(self.backwards + 1, boundary):
-            with self._guard("jacobian rows"):
-                rows.before_backward(self.backwards + 1, tape, loss, grads, boundary)
+    def forget(self) -> None:
+        self.rows.forget()
 
-    def _rows_after(self, tape, loss, grads, measured: dict, it) -> None:
+    on_window_leave = forget
+
+    def before(self, backward: BackwardEvent, boundary: bool) -> None:
+        """Backward ``backward.number`` is about to run: the gradients read since the last one it may add to."""
         rows = self.rows
+        if not rows.idle(backward.number, boundary):
+            with self.guard("jacobian rows"):
+                rows.before_backward(backward.number, backward.tape, backward.loss, backward.grads, boundary)
+
+    def after(self, backward: BackwardEvent, it) -> None:
+        rows, args = self.rows, (backward.number, backward.tape, backward.loss, backward.grads, backward.measured)
         if rows.carrying:
-            with self._guard("jacobian rows"):
-                rows.after_backward(self.backwards, tape, loss, grads, measured, it.stats)
+            with self.guard("jacobian rows"):
+                rows.after_backward(*args, it.stats)
         else:
-            rows.after_backward(self.backwards, tape, loss, grads, measured, it.stats)  # opens the window only
+            rows.after_backward(*args, it.stats)  # opens the window only
 
-    def _rows_read(self, array, what: str, site: str | None) -> None:
+    def read(self, array, what: str, site: str | None) -> None:
         rows = self.rows
         if rows.watching:
-            with self._guard("jacobian rows"):
+            with self.guard("jacobian rows"):
                 from gradcheck.model.sites import short
 
-                self._rows_keep([rows.read(array, f"{what} ({short(site)})", site, self.names.gradient_subject)])
+                self._keep([rows.read(array, f"{what} ({short(site)})", site, self.names.gradient_subject)])
 
-    def _rows_launch(self, call, arguments) -> None:
+    def launch(self, call, arguments, moved: bool) -> None:
+        """A launch outside backward (``moved``: an update ran since the last backward: the next backward is a new
+        iteration, no rows to read)."""
         rows = self.rows
-        # after an update the next backward is a new iteration: no rows to read
-        if rows.watching and not self._moved and rows.touches(arguments):
-            with self._guard("jacobian rows"):
+        if rows.watching and not moved and rows.touches(arguments):
+            with self.guard("jacobian rows"):
                 from gradcheck.model.sites import short
 
                 site = call.site
                 key = getattr(call.kernel, "key", call.kernel)
-                self._rows_keep(rows.launch(call, arguments, f"launch {key} ({short(site)})", site,
-                                            self.names.gradient_subject))  # fmt: skip
+                self._keep(rows.launch(call, arguments, f"launch {key} ({short(site)})", site,
+                                       self.names.gradient_subject))  # fmt: skip
 
-    def _rows_keep(self, records) -> None:
+    def _keep(self, records) -> None:
         found = tuple(r for r in records if r is not None)
-        if found and self._it is not None:
-            self._it.carried_reads = self._it.carried_reads + found
+        it = self._current()
+        if found and it is not None:
+            it.carried_reads = it.carried_reads + found
