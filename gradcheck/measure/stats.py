@@ -135,6 +135,8 @@ class StatsPlan:
 
         n = len(buffers)
         references = references or [None] * n
+        if any(_is_struct_array(b) for b in buffers):  # arrays of structs: their float fields, in place
+            buffers, references = [_floats(b) for b in buffers], [_floats(r) for r in references]
         has_reference = [r is not None for r in references]
         columns = {key: np.zeros(n, dtype=dtype) for key, dtype in _OUTPUTS}
         if not n:
@@ -346,6 +348,22 @@ class StatsPlan:
                 (stats_kernel(scalar), inputs, outputs, owner, None if len(starts) == count else starts)
             )
         self._sizes = sizes
+
+
+def _is_struct_array(buffer) -> bool:
+    from gradcheck.warp_compat import is_struct_type
+
+    return buffer is not None and is_struct_type(getattr(buffer, "dtype", None))
+
+
+def _floats(buffer):
+    """An array of all-float structs as its floats (warp_compat.float_view); any other buffer as it is."""
+    if not _is_struct_array(buffer):
+        return buffer
+    from gradcheck.warp_compat import float_view
+
+    view = float_view(buffer)
+    return view if view is not None else buffer
 
 
 def _write(array, values) -> None:

@@ -73,6 +73,7 @@ from gradcheck.warp_compat.runtime import (
 from gradcheck.warp_compat.structs import (
     ArrayDescriptor,
     arrays_of,
+    float_view,
     is_array_var,
     is_struct_instance,
     is_struct_type,
@@ -141,6 +142,7 @@ __all__ = [
     "scalars_per_element",
     "struct_fields",
     "arrays_of",
+    "float_view",
     "struct_grad_keepalive",
     "struct_keepalive_name",
     "struct_mirror",

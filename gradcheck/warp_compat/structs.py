@@ -78,6 +78,34 @@ def arrays_of(value, array_type):
             yield from arrays_of(field_value, array_type)
 
 
+def float_view(array):
+    """An array of structs whose fields are all floats of one width (scalars, vectors, matrices) as a flat array of
+    that float over the same memory, no copy: its gradient's statistics are those of the float fields, which is what
+    backward writes. None for a struct with a field of another type, a nested struct, an array field or padding,
+    and for a strided array (its records are not one run of floats)."""
+    import ctypes
+
+    import warp as wp
+
+    from gradcheck.warp_compat.runtime import bytes_per_scalar, scalar_type, scalars_per_element
+
+    dtype = getattr(array, "dtype", None)
+    if not is_struct_type(dtype) or not getattr(array, "ptr", None) or not array.is_contiguous:
+        return None
+    scalars, count = set(), 0
+    for var in dtype.vars.values():
+        if is_struct_type(var.type) or is_array_var(var):
+            return None
+        scalars.add(scalar_type(var.type))
+        count += scalars_per_element(var.type)
+    if len(scalars) != 1 or not scalars <= {wp.float16, wp.float32, wp.float64}:
+        return None
+    (scalar,) = scalars
+    if ctypes.sizeof(dtype.ctype) != count * bytes_per_scalar(scalar):
+        return None
+    return wp.array(ptr=array.ptr, dtype=scalar, shape=(array.size * count,), device=array.device)
+
+
 def struct_mirror(instance):
     """The ctypes structure a struct instance passes to kernels (same layout on 1.5.1 to 1.19)."""
     return instance._ctype
