@@ -134,7 +134,7 @@ def tape_leaves(tape) -> list:
     could be read. A kernel whose code cannot be read is not taken to write its inputs: it would make every param it
     reads an intermediate, and the program's leaves would go unaudited."""
     from gradcheck.tape.launch_access import recorded_accesses
-    from gradcheck.warp_compat import is_float_array, tape_launches
+    from gradcheck.warp_compat import has_float_values, tape_launches
 
     read: dict[int, object] = {}
     written: set[int] = set()
@@ -151,7 +151,7 @@ def tape_leaves(tape) -> list:
         if key not in written
         and getattr(a, "requires_grad", False)
         and getattr(a, "grad", None) is not None
-        and is_float_array(a)  # an array of structs or ints that requires grad: no float gradient to judge
+        and has_float_values(a)  # ints, or structs with other fields, that require grad: no float gradient to judge
     ]
 
 

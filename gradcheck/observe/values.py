@@ -16,14 +16,15 @@ def fingerprint(array) -> int | None:
 
 
 def checksum(array, device=None) -> int | None:
-    """Bit-exact checksum: on the device for float arrays, a CRC of the bytes otherwise."""
+    """Bit-exact checksum: on the device for float arrays (and arrays of all-float structs), a CRC of the bytes
+    otherwise."""
     from gradcheck.measure.liveness import readable
     from gradcheck.measure.stats import gradient_stats
-    from gradcheck.warp_compat import is_float_array
+    from gradcheck.warp_compat import has_float_values
 
     if not readable(array):
         return None
-    if is_float_array(array):
+    if has_float_values(array):
         return gradient_stats([array], device=device)[0].checksum
     return fingerprint(array)
 
@@ -32,9 +33,9 @@ def checksums(arrays) -> dict[int, int]:
     """id(array) → checksum, for the float arrays among ``arrays`` (one launch for all of them)."""
     from gradcheck.measure.liveness import readable
     from gradcheck.measure.stats import gradient_stats
-    from gradcheck.warp_compat import is_float_array
+    from gradcheck.warp_compat import has_float_values
 
-    floats = [a for a in arrays if is_float_array(a) and readable(a)]
+    floats = [a for a in arrays if has_float_values(a) and readable(a)]
     return {id(a): s.checksum for a, s in zip(floats, gradient_stats(floats))} if floats else {}
 
 
@@ -42,9 +43,9 @@ def norm(array, device=None) -> float:
     """L2 norm over the finite values (NaN for a non-float array)."""
     from gradcheck.measure.liveness import readable
     from gradcheck.measure.stats import gradient_stats
-    from gradcheck.warp_compat import is_float_array
+    from gradcheck.warp_compat import has_float_values
 
-    if not is_float_array(array) or not readable(array):
+    if not has_float_values(array) or not readable(array):
         return float("nan")
     return gradient_stats([array], device=device)[0].norm
 
@@ -53,9 +54,9 @@ def norms(arrays, device=None) -> dict[int, float]:
     """id(array) → L2 norm of its values, for the float arrays among ``arrays`` (one launch for all of them)."""
     from gradcheck.measure.liveness import readable
     from gradcheck.measure.stats import gradient_stats
-    from gradcheck.warp_compat import is_float_array
+    from gradcheck.warp_compat import has_float_values
 
-    floats = [a for a in arrays if is_float_array(a) and readable(a)]
+    floats = [a for a in arrays if has_float_values(a) and readable(a)]
     return {id(a): s.norm for a, s in zip(floats, gradient_stats(floats, device=device))} if floats else {}
 
 

@@ -23,8 +23,8 @@ from gradcheck.tape.tape_arguments import TapeArguments
 from gradcheck.warp_compat import (
     array_class,
     first_use_label,
+    has_float_values,
     is_array_var,
-    is_float_array,
     is_struct_instance,
     is_struct_type,
     struct_fields,
@@ -92,7 +92,7 @@ def reachable_gradients(
     found: dict[int, GradBuffer] = {}
 
     def add(grad, label: Callable[[], str], via: str, owner=None) -> GradBuffer | None:
-        if not is_float_array(grad):  # an array of structs' gradient, or an int one: no float statistics apply
+        if not has_float_values(grad):  # an int gradient, or one of structs with other fields: no statistics apply
             return None
         key = grad.ptr << 64 | grad.size
         if key in plain:

@@ -16,6 +16,7 @@ from operator import is_
 from gradcheck.warp_compat import (
     array_class,
     gradient_reader,
+    has_float_values,
     is_float_array,
     is_struct_instance,
     launch_argument_list,
@@ -91,7 +92,8 @@ class TapeArguments:
 
     def gradient_pointers(self) -> set[int]:
         """The float gradient buffers this tape's backward can add to: its plain arrays' (the cached table above),
-        its array subclasses', and its struct arguments' fields' (nested structs opened)."""
+        its array subclasses' and arrays of all-float structs', and its struct arguments' fields' (nested structs
+        opened)."""
         pointers = {grad.ptr for grad in self.plain_gradients()[1]}
         pending, opened = list(self.nested), set()
         while pending:
@@ -101,8 +103,8 @@ class TapeArguments:
                     opened.add(id(value))
                     pending.extend(field for _name, field, _var in struct_fields(value))
                 continue
-            grad = getattr(value, "grad", None)
-            if grad is not None and getattr(grad, "ptr", None) and is_float_array(grad):
+            grad = getattr(value, "grad", None)  # an array of all-float structs' too: backward adds to its fields
+            if grad is not None and getattr(grad, "ptr", None) and has_float_values(grad):
                 pointers.add(grad.ptr)
         return pointers
 

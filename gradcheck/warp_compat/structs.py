@@ -83,15 +83,43 @@ def float_view(array):
     that float over the same memory, no copy: its gradient's statistics are those of the float fields, which is what
     backward writes. None for a struct with a field of another type, a nested struct, an array field or padding,
     and for a strided array (its records are not one run of floats)."""
+    import warp as wp
+
+    dtype = getattr(array, "dtype", None)
+    if not is_struct_type(dtype) or not getattr(array, "ptr", None) or not array.is_contiguous:
+        return None
+    layout = _float_layout(dtype)
+    if layout is None:
+        return None
+    scalar, count = layout
+    return wp.array(ptr=array.ptr, dtype=scalar, shape=(array.size * count,), device=array.device)
+
+
+def has_float_fields(array) -> bool:
+    """An array of structs ``float_view`` reads as floats (all-float fields of one width, no padding, contiguous):
+    its gradient gets a float gradient's audit (statistics, leftovers, residue), as a float array's does."""
+    dtype = getattr(array, "dtype", None)
+    return is_struct_type(dtype) and _float_layout(dtype) is not None and bool(getattr(array, "is_contiguous", False))
+
+
+def has_float_values(array) -> bool:
+    """A float array, or an array of all-float structs (its float fields, ``has_float_fields``): the gradients
+    statistics, the zero audit and residue read, whichever driver runs the program."""
+    from gradcheck.warp_compat.runtime import is_float_array
+
+    return is_float_array(array) or has_float_fields(array)
+
+
+@functools.lru_cache(maxsize=256)
+def _float_layout(dtype):
+    """(float scalar type, floats per record) of a struct type whose fields are all floats of one width and whose
+    records hold nothing else (no padding), else None. Cached: asked for every gradient on every audited backward."""
     import ctypes
 
     import warp as wp
 
     from gradcheck.warp_compat.runtime import bytes_per_scalar, scalar_type, scalars_per_element
 
-    dtype = getattr(array, "dtype", None)
-    if not is_struct_type(dtype) or not getattr(array, "ptr", None) or not array.is_contiguous:
-        return None
     scalars, count = set(), 0
     for var in dtype.vars.values():
         if is_struct_type(var.type) or is_array_var(var):
@@ -103,7 +131,7 @@ def float_view(array):
     (scalar,) = scalars
     if ctypes.sizeof(dtype.ctype) != count * bytes_per_scalar(scalar):
         return None
-    return wp.array(ptr=array.ptr, dtype=scalar, shape=(array.size * count,), device=array.device)
+    return scalar, count
 
 
 def struct_mirror(instance):
