@@ -176,7 +176,23 @@ def _unquoted_numbers(message: str) -> str:
 
 def _whole(result) -> tuple[list[dict], list[str]]:
     findings = [driver_neutral(f.to_dict()) for f in result.findings if f.check not in RUN_ONLY]
-    return sorted(findings, key=lambda f: (f["check"], f["subject"], f["severity"])), list(result.notes)
+    return sorted(findings, key=lambda f: (f["check"], f["subject"], f["severity"])), [
+        _neutral_note(n) for n in result.notes
+    ]
+
+
+def _neutral_note(note: str) -> str:
+    """The skipped-backward note in one wording: run counts passes ("backward not launched on pass(es) 1, 2, 3: …"),
+    exec backwards ("backwards #1–#3 were not launched: …"); a dangling pointer skips the same iterations under both
+    (it shows on Warp before 1.7.2, where the replaced struct gradient is freed)."""
+    ran = re.match(r"backward not launched on pass\(es\) ([\d, ]+): (.*)", note)
+    if ran:
+        numbers = [int(n) for n in ran.group(1).replace(" ", "").split(",") if n]
+        return f"skipped {numbers[0]}-{numbers[-1]}: {ran.group(2)}"
+    executed = re.match(r"backwards? #(\d+)(?:–#(\d+))? (?:was|were) not launched: (.*)", note)
+    if executed:
+        return f"skipped {executed.group(1)}-{executed.group(2) or executed.group(1)}: {executed.group(3)}"
+    return note
 
 
 def _triples(result) -> set[tuple[str, str, str]]:
