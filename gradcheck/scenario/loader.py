@@ -71,10 +71,8 @@ def _import(ref: ScenarioRef):
 
 def _import_file(ref: ScenarioRef):
     path = ref.target
-    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
-    stem = "".join(c if c.isalnum() else "_" for c in path.rsplit("/", 1)[-1].removesuffix(".py"))
-    module_name = f"gradcheck_user_{stem}_{digest}"
-    if module_name in sys.modules:
+    module_name = _module_name(path, _read(ref))
+    if module_name in sys.modules:  # this file's bytes were loaded before in this process, maybe from another copy
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -94,6 +92,29 @@ def _import_file(ref: ScenarioRef):
         if sys.path and sys.path[0] == folder:
             del sys.path[0]
     return module
+
+
+def _module_name(path: str, source: bytes) -> str:
+    """The module name a scenario file is imported under: ``gradcheck_user_<file name>_<digest of its bytes>``.
+
+    Warp names a module's kernel cache entry ``wp_<module name>_<hash of its kernels>``, so a name derived from
+    the file's absolute path would make every fresh clone in another folder (a CI checkout) compile all of its
+    kernels again; a digest of the contents gives the same file the same cache entry wherever it lies. The
+    digest also keeps two different files of the same name apart (in ``sys.modules``, and as Warp modules), and
+    an edited file is imported afresh instead of reusing the module of its previous contents. Two copies of one
+    file loaded in one process share a single module: the first copy's (its ``__file__``, and the sibling modules
+    it imported, which ``sys.modules`` shares process-wide anyway); their source, classes and kernels are the same.
+    """
+    stem = "".join(c if c.isalnum() else "_" for c in os.path.basename(path).removesuffix(".py"))
+    return f"gradcheck_user_{stem}_{hashlib.sha256(source).hexdigest()[:12]}"
+
+
+def _read(ref: ScenarioRef) -> bytes:
+    try:
+        with open(ref.target, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read scenario file {ref.spec!r}: {exc.strerror or exc}; check the path") from exc
 
 
 def _describe(exc: BaseException, path: str | None = None) -> str:
