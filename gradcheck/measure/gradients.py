@@ -8,6 +8,7 @@ param reach the host, never the values. Bitwise on CPU; within CUDA_RTOL on CUDA
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gradcheck.measure.stats import GradStats, StatsPlan
 from gradcheck.model.trace import ParamPass
@@ -94,10 +95,16 @@ class GradientReader:
         return {k: stats.get(k) for k in params}
 
     def record(
-        self, key: str, stats: GradStats | None, readout: GradStats | None = None, clipped: GradStats | None = None
+        self,
+        key: str,
+        stats: GradStats | None,
+        readout: GradStats | None = None,
+        clipped: GradStats | None = None,
+        index: int = 0,
     ) -> ParamPass:
+        """``key``'s gradient this pass as evidence; ``index``: the pass (iteration) it was read on."""
         if stats is None:
-            return NO_GRAD
+            return NO_GRAD if not index else replace(NO_GRAD, index=index)
         ref = self._refs.get(key)
         ref_sumsq = ref[1] if ref is not None else math.nan
         if stats.dot is None:  # first pass of this param, or its buffer changed shape: nothing to compare
@@ -126,4 +133,5 @@ class GradientReader:
             readout_norm=readout.norm if readout is not None else None,
             readout_checksum=readout.checksum if readout is not None else None,
             clipped_norm=clipped.norm if clipped is not None else None,
+            index=index,
         )

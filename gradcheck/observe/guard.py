@@ -26,6 +26,7 @@ class Guard:
     def __init__(self, role: str = "observer") -> None:
         self.role = role  # internal errors read "observer: <component>" (the torch side's: "torch observer: ...")
         self.depth = 0
+        self.quiet = False  # a scope has silenced Warp and warnings (the outermost one restores them)
         self.internal_errors: list[InternalError] = []
 
     @property
@@ -41,23 +42,12 @@ class Guard:
         finally:
             self.depth -= 1
 
-    @contextlib.contextmanager
-    def __call__(self, component: str):
+    def __call__(self, component: str) -> _Scope:
         """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
         program's (a DanglingAdjointStop and the user's Ctrl-C go through). Warp's own chatter (loading gradcheck's
-        kernels) is kept off the program's stdout meanwhile."""
-        from gradcheck.warp_compat.runtime import quiet
-
-        self.depth += 1
-        try:
-            with quiet():
-                yield
-        except DanglingAdjointStop:
-            raise
-        except Exception as exc:  # noqa: BLE001 - gradcheck's own failure must not end or change the program
-            self.internal(f"{self.role}: {component}", exc)
-        finally:
-            self.depth -= 1
+        kernels) and Python's warnings are kept off the program's streams meanwhile (warp_compat.runtime.quiet),
+        set up once by the outermost scope: an observer enters a few hundred scopes a pass, mostly nested."""
+        return _Scope(self, component)
 
     def internal(self, component: str, exc: BaseException) -> None:
         found = InternalError.of(component, exc)
@@ -65,6 +55,38 @@ class Guard:
             (e.component, e.error) != (found.component, found.error) for e in self.internal_errors
         ):
             self.internal_errors.append(found)
+
+
+class _Scope:
+    """One ``with guard(component):`` (a class, not a generator: it is entered ~450 times a Newton pass)."""
+
+    __slots__ = ("guard", "component", "quiet")
+
+    def __init__(self, guard: Guard, component: str) -> None:
+        self.guard, self.component, self.quiet = guard, component, None
+
+    def __enter__(self) -> None:
+        guard = self.guard
+        guard.depth += 1
+        if not guard.quiet:
+            from gradcheck.warp_compat.runtime import quiet
+
+            self.quiet = quiet()
+            self.quiet.__enter__()
+            guard.quiet = True
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        guard = self.guard
+        try:
+            if self.quiet is not None:
+                guard.quiet = False
+                self.quiet.__exit__(None, None, None)
+        finally:
+            guard.depth -= 1
+        if kind is None or issubclass(kind, DanglingAdjointStop) or not issubclass(kind, Exception):
+            return False
+        guard.internal(f"{guard.role}: {self.component}", exc)  # gradcheck's own failure must not end the program
+        return True
 
 
 class Guarded:

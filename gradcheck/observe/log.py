@@ -11,7 +11,7 @@ them. The checks read only these.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gradcheck.model.trace import NormSample, ParamPass, ParamTrace, PassRecord
 from gradcheck.observe.divergence import GrowthWatch
@@ -68,8 +68,7 @@ class IterationLog:
         fresh = [measured[k] for k in it.stats if k in measured and not self.knows(k)]
         norms = values.norms(fresh, device)  # one launch for every array seen for the first time
         for key, stats in it.stats.items():
-            reading = reader.record(key, stats, it.readout.get(key), clipped.get(key))
-            samples[key] = replace(reading, index=it.index)
+            samples[key] = reader.record(key, stats, it.readout.get(key), clipped.get(key), index=it.index)
             array = measured.get(key)
             if array is not None and not self.knows(key):
                 described[key] = (

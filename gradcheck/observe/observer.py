@@ -87,6 +87,7 @@ class Observer:
         self._last = None  # (tape, loss, grads) of the last backward: what a graph replay runs again
         self._moved = False  # an update launch ran since the last backward
         self._leaf_values: dict | None = None
+        self._repeat = None  # the recording running with the launch hooks off (_repeats)
         self.before_backward: list = []  # callbacks before each backward runs (the torch bridge's)
         context = PartContext(config, self.guard, self.names, self.book, self.log, lambda: self._it)
         # which backwards get the full evidence (observe.cadence): the window since the last one is not audited
@@ -235,8 +236,27 @@ class Observer:
         with self.guard("recording"):
             self.zero.flush()
             self.recordings.entered(tape)
+            self._repeat = tape if self._repeats(tape) else None
+        if self._repeat is not None:
+            self.window.launches(False)  # Warp's own wp.launch, wp.copy, array.numpy until the recording ends
+
+    def _repeats(self, tape) -> bool:
+        """``tape`` records what the driver's first pass recorded, with nothing to watch: under ``gradcheck run``
+        every pass runs the same forward at the same params (``watch_inputs="first"``), so what a recording does
+        beside its tape (host reads, copies, off-tape launches: the chain-break and --graph evidence, taken on the
+        first pass) is not watched again on the later ones unless write-after-read is (observe.recordings). Its
+        launches then cost what they cost under python: ~1,500 hooked launches were ~10 ms of a cartpole pass."""
+        return (
+            self.config.watch_inputs == "first"
+            and self.recordings.watches(tape) == (None, None)
+            and not self.use.active
+            and self.blame is None
+        )
 
     def on_tape_exit(self, tape) -> None:
+        if self._repeat is tape:
+            self._repeat = None
+            self.window.launches(not self.window.light)
         if capturing():  # its launches run in the graph, where Python sees none: replayed from copies later
             self.graphs.recorded_tape(tape)
             return

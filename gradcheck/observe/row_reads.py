@@ -29,6 +29,7 @@ seeded backward of the same computation starts.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from gradcheck.model.trace import CarriedRead
@@ -58,6 +59,7 @@ class _Backward:
     seed: tuple | None = None  # how it was seeded (see _seed); taken before it ran, or at the first read
     reads: dict = field(default_factory=dict)  # grad pointer → (reader, site) of the first read in the window
     _produced: dict | None = None
+    _spans: tuple | None = None  # (produced, sorted starts, [(end, _Grad)], overlap): for views (containing)
 
     @property
     def produced(self) -> dict:
@@ -65,6 +67,25 @@ class _Backward:
         if self._produced is None:
             self._produced = _produced(self.measured, self.stats)
         return self._produced
+
+    def containing(self, array) -> _Grad | None:
+        """The produced gradient ``array`` is (or views: ``x.grad[1:]``, a row of a 2-d gradient). A Newton rollout
+        produces hundreds of gradients and copies between steps every step: a bisection over their extents, built
+        once a window, instead of a scan per read."""
+        ptr = getattr(array, "ptr", None)
+        if not ptr:
+            return None
+        produced = self.produced
+        hit = produced.get(ptr)
+        if hit is not None:
+            return hit
+        if self._spans is None or self._spans[0] is not produced:
+            self._spans = (produced, *_spans(produced))
+        _, starts, ends, overlap = self._spans
+        if overlap:  # gradients sharing memory (views of one buffer): each extent in turn, as declared
+            return next((g for g in produced.values() if g.grad.ptr and g.grad.ptr <= ptr < _end(g)), None)
+        i = bisect.bisect_right(starts, ptr) - 1
+        return ends[i][1] if i >= 0 and ptr < ends[i][0] else None
 
 
 @dataclass
@@ -162,7 +183,7 @@ class RowReads:
         window = self._window
         if window is None:
             return None
-        grad = _containing(window.produced, array)
+        grad = window.containing(array)
         if grad is None:
             return None
         key = grad.grad.ptr
@@ -238,19 +259,15 @@ def _produced(measured: dict, stats: dict) -> dict:
     return by_ptr
 
 
-def _containing(produced: dict, array) -> _Grad | None:
-    """The produced gradient ``array`` is (or views: ``x.grad[1:]``, a row of a 2-d gradient)."""
-    ptr = getattr(array, "ptr", None)
-    if not ptr:
-        return None
-    hit = produced.get(ptr)
-    if hit is not None:
-        return hit
-    for grad in produced.values():
-        start = grad.grad.ptr
-        if start and start <= ptr < start + int(getattr(grad.grad, "capacity", 0) or 0):
-            return grad
-    return None
+def _spans(produced: dict) -> tuple:
+    """(starts, [(end, gradient)], whether two extents overlap) of the produced gradients' memory, by start."""
+    spans = sorted(((g.grad.ptr, _end(g), g) for g in produced.values() if g.grad.ptr), key=lambda s: s[:2])
+    overlap = any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+    return [start for start, _, _ in spans], [(end, g) for _, end, g in spans], overlap
+
+
+def _end(grad) -> int:
+    return grad.grad.ptr + int(getattr(grad.grad, "capacity", 0) or 0)
 
 
 def _same_computation(last: _Backward, tape) -> bool:

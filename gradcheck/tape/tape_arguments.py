@@ -39,6 +39,7 @@ class TapeArguments:
         self._gradients: list | None = None  # plain arrays' .grad when plain_gradients() last built its answer
         self._plain_by_grad: dict = {}
         self._plain_grads: list = []
+        self.version = 0  # changes whenever the classification or the plain gradients' table is rebuilt
 
     def update(self, tape) -> bool:
         """Read this pass's tape; True when it passed the same objects, in the same order, as the last one."""
@@ -67,6 +68,7 @@ class TapeArguments:
                 self.struct_roots.append(value)
                 self.nested.append(value)
         self._gradients = None
+        self.version += 1
 
     def plain_gradients(self) -> tuple[dict[int, object], list]:
         """(``ptr << 64 | size`` of each plain array's gradient buffer → the first array whose ``.grad`` it is,
@@ -88,6 +90,7 @@ class TapeArguments:
                     found[key] = value
                     grads.append(grad)
         self._gradients, self._plain_by_grad, self._plain_grads = gradients, found, grads
+        self.version += 1
         return found, grads
 
     def gradient_pointers(self) -> set[int]:
