@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gradcheck.measure.stats import StatsPlan
 from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import ClearedGradient, GradientRewrite
 
@@ -60,6 +61,7 @@ class GradientUse:
         # grad pointer → what the first update that read it found: a ClearedGradient, or None (it read a gradient)
         self._consumed: dict[int, ClearedGradient | None] = {}
         self._prepared: set[int] = set()  # grad pointers a launch other than their update wrote since the backward
+        self._plan = StatsPlan()  # where all_zero cannot read a gradient in place (CUDA): one plan, kept
 
     @property
     def active(self) -> bool:
@@ -127,12 +129,14 @@ class GradientUse:
         """The first update that reads ``p``'s gradient in this window: what it reads, if backward's gradient was
         cleared (all zero now, nonzero and finite then)."""
         from gradcheck.measure.liveness import readable
-        from gradcheck.measure.stats import gradient_stats
+        from gradcheck.measure.stats import all_zero
 
         if not (p.finite and p.norm > 0.0 and math.isfinite(p.norm)) or not readable(p.grad):
             return None  # nothing to lose (or a NaN gradient the program may clear to skip the step)
-        now = gradient_stats([p.grad], device=self._device)[0]
-        if now.nonzero or (self._zeroed_by is None and p.grad.ptr in self._prepared):
+        cleared = all_zero(p.grad)
+        if cleared is None:
+            cleared = not self._plan.table([p.grad], device=self._device).row(0).nonzero
+        if not cleared or (self._zeroed_by is None and p.grad.ptr in self._prepared):
             # backward's gradient, or one the program rewrote on purpose (a clip; a projection onto constraints that
             # pin every param, at a box's corner, is all zero and still the program's own answer)
             return None

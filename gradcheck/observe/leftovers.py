@@ -22,8 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gradcheck.measure.liveness import readable
-from gradcheck.measure.stats import StatsPlan
+from gradcheck.measure.stats import StatsPlan, host_checksums
 from gradcheck.model.trace import Residue, Survivor
+
+FEW_LOOKUPS = 64  # reached buffers: up to this many, every measured one is looked up instead of read again
+KNOWN_FROM = 1 << 16  # elements: a measured gradient this large is never read again for the checksums
 
 
 def buffer_key(array) -> tuple:
@@ -81,8 +84,10 @@ class Leftovers:
         """The checksum of each of ``grads``: from ``known`` where it has one, the rest in one statistics launch."""
         import numpy as np
 
+        if len(grads) > FEW_LOOKUPS:  # a lookup per buffer costs more than the launch, except for large gradients
+            known = {ptr: entry for ptr, entry in known.items() if entry[0][1] >= KNOWN_FROM}
         found = {}  # index → checksum (a Newton tape reaches ~2,400 buffers: the pointer is looked up first)
-        for i, grad in enumerate(grads):
+        for i, grad in enumerate(grads if known else ()):
             entry = known.get(grad.ptr)
             if entry is not None and entry[0] == buffer_key(grad):
                 found[i] = entry[1]
@@ -92,7 +97,11 @@ class Leftovers:
         left[list(found)] = list(found.values())
         rest = [i for i in range(len(grads)) if i not in found]
         if rest:
-            left[rest] = self._after_plan.table([grads[i] for i in rest], device=self._device).columns["checksum"]
+            others = [grads[i] for i in rest]
+            host = host_checksums(others)
+            left[rest] = (
+                host if host is not None else self._after_plan.table(others, device=self._device).columns["checksum"]
+            )
         return left
 
     def audit(self, only_left: set[int] | None = None) -> tuple[tuple[Survivor, ...], int]:

@@ -127,13 +127,9 @@ def _measured_checksums(measured: dict, stats: dict) -> dict:
     for key, array in measured.items():
         reading = stats.get(key)
         grad = getattr(array, "grad", None)
-        # only large ones: a small buffer costs nothing in the one launch, and a lookup per buffer would
-        if reading is not None and grad is not None and grad.size >= KNOWN_FROM:
+        if reading is not None and grad is not None:
             known[grad.ptr] = (buffer_key(grad), reading.checksum)
     return known
-
-
-KNOWN_FROM = 1 << 16  # elements: a gradient this large is not read again for the leftovers' checksums
 
 
 def _reach_key(arguments, tape, measured: dict) -> tuple | None:
