@@ -164,14 +164,14 @@ class BlameHooks(ObserverPart):
 
     def on_tape_enter(self, tape, backwards: int) -> None:
         self.settle()
-        with self.guard("blame"):
+        with self.guard("blame", quiet=False):  # bookkeeping on every recording of a long run (a recorder at most)
             self.tests.on_tape_enter(tape, backwards)
         if self.tests.recording and self.window.light:
             self.window.launches(True)  # the cadence skips this backward, the launches of its recording are copied
 
     def on_backward_begin(self, backward: BackwardEvent) -> None:
         self.settle()
-        with self.guard("blame"):
+        with self.guard("blame", quiet=False):  # on every backward: hands a recording on (copies, no kernel of its own)
             self.tests.on_backward(backward.tape, backward.loss, backward.grads, backward.number)
         if self.window.light:
             self.window.launches(False)

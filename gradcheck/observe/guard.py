@@ -42,12 +42,14 @@ class Guard:
         finally:
             self.depth -= 1
 
-    def __call__(self, component: str) -> _Scope:
+    def __call__(self, component: str, quiet: bool = True) -> _Scope:
         """The observer's own work: hooks bypassed meanwhile; a failure becomes an InternalError, never the
         program's (a DanglingAdjointStop and the user's Ctrl-C go through). Warp's own chatter (loading gradcheck's
         kernels) and Python's warnings are kept off the program's streams meanwhile (warp_compat.runtime.quiet),
-        set up once by the outermost scope: an observer enters a few hundred scopes a pass, mostly nested."""
-        return _Scope(self, component)
+        set up once by the outermost scope: an observer enters a few hundred scopes a pass, mostly nested.
+        ``quiet=False``: work that loads no Warp module and does no arithmetic (bookkeeping on every backward of a
+        long run, where silencing cost more than the work)."""
+        return _Scope(self, component, quiet)
 
     def internal(self, component: str, exc: BaseException) -> None:
         found = InternalError.of(component, exc)
@@ -60,15 +62,15 @@ class Guard:
 class _Scope:
     """One ``with guard(component):`` (a class, not a generator: it is entered ~450 times a Newton pass)."""
 
-    __slots__ = ("guard", "component", "quiet")
+    __slots__ = ("guard", "component", "quiet", "wanted")
 
-    def __init__(self, guard: Guard, component: str) -> None:
-        self.guard, self.component, self.quiet = guard, component, None
+    def __init__(self, guard: Guard, component: str, wanted: bool = True) -> None:
+        self.guard, self.component, self.quiet, self.wanted = guard, component, None, wanted
 
     def __enter__(self) -> None:
         guard = self.guard
         guard.depth += 1
-        if not guard.quiet:
+        if self.wanted and not guard.quiet:
             from gradcheck.warp_compat.runtime import quiet
 
             self.quiet = quiet()
