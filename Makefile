@@ -100,8 +100,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check gradcheck scenarios tests bench
 	$(BIN)/ruff format --check gradcheck scenarios tests bench
 
+# BENCH_ARGS=--fail-on-regression: exit 1 when a row got slower than bench/baseline.json beyond its noise
 bench: $(STAMP)
-	$(BIN)/python bench/run_bench.py --output BENCHMARKS.md
+	$(BIN)/python bench/run_bench.py --output BENCHMARKS.md $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(COMPAT_DIR) $(TORCH_VENV) $(THIRDPARTY) build dist *.egg-info .pytest_cache .ruff_cache

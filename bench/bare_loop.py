@@ -1,8 +1,8 @@
 """The bare loop a user writes over the public scenario contract, without gradcheck (bench/differential.py).
 
-    python bench/bare_loop.py SPEC --passes N [--device cpu]
+    python bench/bare_loop.py SPEC --passes N [--device cpu] [--set KEY=VALUE ...]
 
-setup(), then per pass: a new tape, forward(), the scenario's backward (or tape.backward(loss)), every param's
+setup() (with the --set options, as `gradcheck run --set` passes them), then per pass: a new tape, forward(), the scenario's backward (or tape.backward(loss)), every param's
 gradient copied to the host, after_backward(), the scenario's zero (or tape.zero()). No restore of the params.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 import warp as wp
+from read_limit import parse_settings
 
 from gradcheck.scenario import loader
 from gradcheck.scenario.resolve import resolve
@@ -21,11 +22,12 @@ def main() -> None:
     parser.add_argument("spec")
     parser.add_argument("--passes", type=int, default=10)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--set", dest="settings", action="append", metavar="KEY=VALUE", default=[])
     options = parser.parse_args()
     ref = resolve(options.spec)
     scenario = loader.load(ref)
     with wp.ScopedDevice(options.device):
-        scenario.setup(options.device)
+        scenario.setup(options.device, **parse_settings(options.settings))
         params = scenario.params()
         for _ in range(options.passes):
             tape = wp.Tape()
