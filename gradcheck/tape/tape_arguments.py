@@ -39,17 +39,26 @@ class TapeArguments:
         self._gradients: list | None = None  # plain arrays' .grad when plain_gradients() last built its answer
         self._plain_by_grad: dict = {}
         self._plain_grads: list = []
+        self._seen = None  # (tape, its launch list, its length) when last read
+        self._same = False  # what update() answered then
         self.version = 0  # changes whenever the classification or the plain gradients' table is rebuilt
 
     def update(self, tape) -> bool:
-        """Read this pass's tape; True when it passed the same objects, in the same order, as the last one."""
+        """Read this pass's tape; True when it passed the same objects, in the same order, as the last one. The tape
+        read last, with the same launch list of the same length, is not read again (the observer asks at the end
+        of a recording and again before its backward: ~0.6 ms each for a Newton rollout's ~18,000 arguments)."""
+        launches = getattr(tape, "launches", None)
+        seen = (tape, launches, len(launches) if isinstance(launches, list) else -1)
+        if self._seen is not None and all(map(is_, seen[:2], self._seen[:2])) and seen[2] == self._seen[2] >= 0:
+            return self._same
         values = launch_argument_list(tape)
         last = self._values
         self._values = values
-        if last is not None and len(last) == len(values) and all(map(is_, values, last)):
-            return True
-        self._classify({id(v): v for v in values})
-        return False
+        self._seen = seen
+        self._same = last is not None and len(last) == len(values) and all(map(is_, values, last))
+        if not self._same:
+            self._classify({id(v): v for v in values})
+        return self._same
 
     def _classify(self, unique: dict) -> None:
         array_type, struct_class = array_class(), struct_type_class()
