@@ -48,8 +48,11 @@ class Left:
 
 
 class Leftovers:
-    def __init__(self, device, names) -> None:
-        self._device, self._names = device, names
+    def __init__(self, device, names, remember_left: bool = True) -> None:
+        """``remember_left=False``: the driver runs a zero step after every backward (``gradcheck run``'s passes),
+        so what a backward left is never compared with the next backward's start (the zero-step-less audit below):
+        its checksums are not taken (a launch over every reachable buffer, ~2,400 of a Newton rollout's, a pass)."""
+        self._device, self._names, self._remember_left = device, names, remember_left
         self._after_plan, self._audit_plan, self._check_plan = StatsPlan(), StatsPlan(), StatsPlan()
         self._zero_plan = StatsPlan()
         self._zeroed = None  # the reachable buffers as tape.zero() left them (until the audit)
@@ -74,7 +77,8 @@ class Leftovers:
         buffers this very moment (each param's gradient, measured after the backward), keyed by ``buffer_key``:
         they are not read again (a 16M-float gradient costs ~50 ms a read on CPU, the whole of a pass). ``known``: pointer
         → (``buffer_key``, checksum)."""
-        self._reach, self._left = reach, self._checksums(reach.grads, known or {})
+        self._reach = reach
+        self._left = self._checksums(reach.grads, known or {}) if self._remember_left else None
         # seeds add up over the backwards before a zero step (one backward per output seeds each output in turn)
         self._reseeded |= reseeded
         self._seeded |= seeded
@@ -108,8 +112,8 @@ class Leftovers:
         """The zero audit: (survivors, buffers looked at). ``only_left`` (the gradient pointers the backward about
         to run can add to): no zero step was seen, so only buffers still holding what the last backward left, and
         that this backward reaches, count (another test's tape over other arrays adds nothing to them)."""
-        if self._reach is None:
-            return (), 0
+        if self._reach is None or only_left is not None and self._left is None:
+            return (), 0  # (a driver's pass given up half-way, with no zero step: not evidence)
         reach, names = self._reach, self._names
         snapshot, self._zeroed = self._zeroed, None
         table = snapshot if snapshot is not None else self._audit_plan.table(reach.grads, device=self._device)

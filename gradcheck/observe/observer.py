@@ -76,7 +76,7 @@ class Observer:
         self.reader = GradientReader(config.tolerance, compare=config.fixed_params)
         self.log = IterationLog()
         self.arguments = TapeArguments()
-        self.leftovers = Leftovers(device, self.names)
+        self.leftovers = Leftovers(device, self.names, remember_left=config.auto_iterations)
         self.use = GradientUse(lambda a: values.checksum(a, device), lambda a: values.norm(a, device), device)
         self.pointers = PointerWatch(self.names, ledger)
         self.backwards = 0
@@ -320,7 +320,11 @@ class Observer:
                 raise DanglingAdjointStop(skipped)
             return None
         with self.guard.ignoring():  # the backward's own launches and copies are not the program's
-            result = run()
+            self.window.launches(False)  # passed through untouched anyway: Warp's own for the adjoints' ~1 µs each
+            try:
+                result = run()
+            finally:
+                self.window.launches(not self.window.light)
         with self.guard("after backward"):
             self._after_backward(tape, loss, grads)
         self._tell_driver()
