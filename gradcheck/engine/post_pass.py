@@ -129,9 +129,12 @@ class Blame:
             return BlameResult(why=why, skipped="backward was not launched (see dangling-adjoint)")
         if not c.loop.tape_backward_ran:
             return BlameResult(why=why, skipped="the scenario's backward never runs backward on the tape of forward()")
+        from gradcheck.rerun.launch_record import paused_gc
+
         started = time.perf_counter()
         try:
-            verdicts, note = self._verdicts(c, fd_result)
+            with paused_gc():  # one pause for the whole probe: a collection between its steps walks every recording
+                verdicts, note = self._verdicts(c, fd_result)
         except ScenarioError:
             raise
         except Exception as exc:  # noqa: BLE001 - a probe that fails on this program must not cost its report

@@ -45,7 +45,9 @@ class LaunchRecorder:
     """Records every launch of one forward with copies of its array arguments as they were before it ran."""
 
     def __init__(self, budget: int = COPY_BUDGET_BYTES, inputs_only: bool = False, keep_going: bool = False):
-        self.inputs_only = inputs_only  # a tangent forward needs what each launch read, nothing it wrote
+        # a tangent forward needs what each launch read of the tested inputs, nothing it wrote, and reads it on the
+        # host: its copies (``pre``) are numpy arrays
+        self.inputs_only = inputs_only
         self.keep_going = keep_going  # past the budget, later launches that fit are still copied
         self.launches: list[Launch] = []
         self.latest: dict[int, tuple[int, object]] = {}  # id → (fingerprint, copy)
@@ -55,6 +57,8 @@ class LaunchRecorder:
         self.seeds: tuple = ()  # the arrays a backward(grads={array: seed}) seeded: each one a loss
         self.copies: tuple = ()  # (launches before it, src, dest) of each copy on the tape (see note_copies)
         self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
+        self._host: dict[int, tuple] = {}  # id → (array, a view of its bytes in host memory or None), made once
+        self._tangent_worthy: dict[int, bool] = {}  # id → whether a tangent forward copies it (see _copy)
 
     def recorded_func(self, index: int, arrays) -> None:
         """A ``tape.record_func(backward, arrays)`` call: Warp keeps the arrays only in a tape-wide dict, so they
@@ -90,10 +94,13 @@ class LaunchRecorder:
         none, and (unless ``keep_going``) none for any later launch either."""
         import warp as wp
 
-        values = launch.arrays_in if self.inputs_only else launch.arrays_in + launch.arrays_out
+        if self.inputs_only:  # only what a tangent is taken of: float numbers with an adjoint (the tested inputs)
+            values = [value for value in launch.arrays_in if self._worthy(value)]
+        else:
+            values = launch.arrays_in + launch.arrays_out
         found, fresh = {}, {}
         for value in values:
-            fp = bytes_crc(value)
+            fp = self._crc(value)
             known = self.latest.get(id(value))
             if known is None or known[0] != fp:
                 fresh[id(value)] = (value, fp)
@@ -106,10 +113,38 @@ class LaunchRecorder:
             return
         self.used += size
         for key, (value, fp) in fresh.items():
-            copy = wp.clone(value, requires_grad=False)
+            # a tangent forward's copies are only ever read on the host (record_tangents): numpy, not Warp arrays
+            copy = self._host_copy(value) if self.inputs_only else wp.clone(value, requires_grad=False)
             self.latest[key] = (fp, copy)
             found[key] = copy
         launch.pre = found
+
+    def _crc(self, value) -> int:
+        """``bytes_crc``, on a view of the array's bytes made once where it lives in host memory (the recorder asks
+        before every launch of every argument: ``array.numpy()`` each time was most of the recording's cost)."""
+        import zlib
+
+        from gradcheck.rerun.replay_buffers import host_views
+
+        found = self._host.get(id(value))
+        if found is None or found[0] is not value:
+            found = self._host[id(value)] = (value, *host_views(value))
+        return bytes_crc(value) if found[2] is None else zlib.crc32(found[2])
+
+    def _host_copy(self, value):
+        """A numpy copy of the array's values (after ``_crc``, which made its host view where it has one)."""
+        import numpy as np
+
+        view = self._host[id(value)][1]
+        return np.array(view if view is not None else value.numpy(), copy=True)
+
+    def _worthy(self, value) -> bool:
+        found = self._tangent_worthy.get(id(value))
+        if found is None:
+            from gradcheck.rerun.launch_values import has_floats
+
+            found = self._tangent_worthy[id(value)] = bool(getattr(value, "requires_grad", False)) and has_floats(value)
+        return found
 
 
 def note_copies(recorder: LaunchRecorder, tape) -> None:
@@ -197,7 +232,6 @@ def record_tangents(
     tangent keeps every such structure."""
     import numpy as np
 
-    from gradcheck.rerun.launch_values import floats, has_floats
     from gradcheck.warp_compat import is_float_array
 
     rng = np.random.default_rng(seed)
@@ -213,27 +247,43 @@ def record_tangents(
         direction = {key: d * scale / size for key, d in direction.items()}
     else:
         direction = {key: param_scale(v) * rng.standard_normal(v.shape) for key, v in base_values.items()}
-    runs = []
-    for sign in (1.0, -1.0):
+    # one pause for both forwards and the differences (~4,000 small numpy arrays): a collection re-enabled between
+    # them would walk every object the recordings hold (0.46 s for cartpole's first full one, in a fresh process)
+    with paused_gc():
+        runs = []
+        for sign in (1.0, -1.0):
+            restore()
+            for key, arr in params.items():
+                arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
+            run, _tape, _loss = record_forward(scenario, recorder.budget, inputs_only=True)
+            runs.append(run)
         restore()
-        for key, arr in params.items():
-            arr.assign((base_values[key] + sign * step * direction[key]).astype(arr.numpy().dtype))
-        run, _tape, _loss = record_forward(scenario, recorder.budget, inputs_only=True)
-        runs.append(run)
-    restore()
-    plus, minus = runs
-    kernels = [launch.kernel for launch in recorder.launches]
-    if any([launch.kernel for launch in run.launches] != kernels for run in runs):
-        return None
-    tangents = {}
+        plus, minus = runs
+        kernels = [launch.kernel for launch in recorder.launches]
+        if any([launch.kernel for launch in run.launches] != kernels for run in runs):
+            return None
+        return _differences(recorder, plus, minus, step)
+
+
+def _differences(recorder: LaunchRecorder, plus: LaunchRecorder, minus: LaunchRecorder, step: float) -> dict:
+    """record_tangents' central differences, launch by launch, of what the two tangent forwards read."""
+    from gradcheck.rerun.launch_values import float_numbers, has_floats
+
+    tangents: dict[int, dict] = {}
+    differences: dict[tuple, object] = {}  # (id of a copy up, id down) → the tangent: a copy serves many launches
     for base, up, down in zip(recorder.launches, plus.launches, minus.launches):
         # arguments match by position: the same launch in each run passes the same arrays
         entry = {}
         for value, v_up, v_down in zip(base.arrays_in, up.arrays_in, down.arrays_in):
-            if has_floats(value) and id(v_up) in up.pre and id(v_down) in down.pre:
-                a, b = floats(up.pre[id(v_up)]), floats(down.pre[id(v_down)])
-                if a.shape == b.shape:
-                    entry[id(value)] = (a - b) / (2 * step)
+            a, b = up.pre.get(id(v_up)), down.pre.get(id(v_down))
+            if a is None or b is None or not has_floats(value):
+                continue
+            pair = (id(a), id(b))
+            if pair not in differences:
+                a, b = float_numbers(a), float_numbers(b)  # numpy copies (inputs_only)
+                differences[pair] = (a - b) / (2 * step) if a.shape == b.shape else None
+            if differences[pair] is not None:
+                entry[id(value)] = differences[pair]
         tangents[base.index] = entry
     return tangents
 

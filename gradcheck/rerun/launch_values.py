@@ -77,9 +77,13 @@ def has_floats(array) -> bool:
 def floats(array):
     """The array's float numbers as float64: its values for a float array, one row of record floats per element
     for an array of structs."""
+    return float_numbers(array.numpy())
+
+
+def float_numbers(values):
+    """``floats`` of an array's values already read (numpy): always a new array, never a view of them."""
     import numpy as np
 
-    values = array.numpy()
     if values.dtype.names is None:
         return values.astype(np.float64)
     return np.concatenate(
@@ -89,9 +93,13 @@ def floats(array):
 
 def with_floats(array, numbers):
     """The array's values (a numpy array of its own dtype) with its float numbers replaced by ``numbers``."""
+    return with_float_numbers(array.numpy(), numbers)
+
+
+def with_float_numbers(values, numbers):
+    """``with_floats`` of an array's values already read (numpy): a new array, ``values`` left as they are."""
     import numpy as np
 
-    values = array.numpy()
     if values.dtype.names is None:
         return np.asarray(numbers).reshape(values.shape).astype(values.dtype)
     out = values.copy()

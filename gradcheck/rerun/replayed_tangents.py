@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from gradcheck.rerun.finite_diff import param_scale
-from gradcheck.rerun.launch_values import floats, has_floats, with_floats
+from gradcheck.rerun.launch_values import float_numbers, has_floats, with_float_numbers
 
 STEP = 1e-3  # relative to each param's RMS, as record_tangents
 
@@ -48,17 +48,19 @@ def replayed_tangents(launches, wanted: set[int], params, rng, pool, step: float
                     if buffer is None:
                         buffer = work[key] = pool.like(copy)
                     if key in keys:  # a param, moved along the direction each time it is read from its copy
-                        base = floats(copy)
+                        base = float_numbers(pool.values(copy))
                         if key not in direction:
                             direction[key] = param_scale(base) * rng.standard_normal(base.shape)
-                        buffer.assign(with_floats(copy, base + sign * step * direction[key]))
+                        pool.put(buffer, with_float_numbers(pool.values(copy), base + sign * step * direction[key]))
                     else:
-                        import warp as wp
-
-                        wp.copy(buffer, copy)
+                        pool.copy(buffer, copy)
                 if launch.index in wanted:
                     seen.setdefault(launch.index, []).append(
-                        {id(a): floats(work[id(a)]) for a in launch.arrays_in if has_floats(a) and id(a) in work}
+                        {
+                            id(a): float_numbers(pool.values(work[id(a)]))
+                            for a in launch.arrays_in
+                            if has_floats(a) and id(a) in work
+                        }
                     )
                 _launch(launch, work)
                 produced |= launch.writes

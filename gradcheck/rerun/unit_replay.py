@@ -15,7 +15,11 @@ from gradcheck.model.options import FDOptions
 from gradcheck.model.trace import LaunchVerdict
 from gradcheck.rerun.finite_diff import Rollouts, param_scale
 from gradcheck.rerun.launch_record import Launch
-from gradcheck.rerun.launch_values import adjoint_of, floats, has_floats, substitute, with_floats
+from gradcheck.rerun.launch_values import adjoint_of, float_numbers, has_floats, substitute, with_float_numbers
+from gradcheck.rerun.replay_buffers import BufferPool
+
+__all__ = ["BufferPool", "test_unit"]
+_UNPREPARED = object()  # a launch not prepared yet (prepared_launch may answer None: launch it plainly)
 
 
 def _label(unit: list[Launch]) -> tuple[int, str, str | None]:
@@ -82,36 +86,6 @@ def test_unit(
         replay.release()
 
 
-class BufferPool:
-    """Private buffers by (dtype, shape, device), handed back after each unit: Warp's per-array Python cost of an
-    allocation, not its bytes, is most of what a small launch's replay would spend on them."""
-
-    def __init__(self) -> None:
-        self._free: dict[tuple, list] = {}
-
-    def like(self, array, zero: bool = False):
-        """A buffer of the array's kind holding its values (zeros with ``zero``)."""
-        import warp as wp
-
-        free = self._free.get(self._key(array))
-        if not free:
-            return wp.zeros_like(array, requires_grad=False) if zero else wp.clone(array, requires_grad=False)
-        buffer = free.pop()
-        if zero:
-            buffer.zero_()
-        else:
-            wp.copy(buffer, array)
-        return buffer
-
-    def give(self, buffer) -> None:
-        buffer.grad = None  # a leftover alias would feed a store's adjoint in the next unit
-        self._free.setdefault(self._key(buffer), []).append(buffer)
-
-    @staticmethod
-    def _key(array) -> tuple:
-        return (array.dtype, array.shape, str(array.device))
-
-
 def _refused(unit: list[Launch], path) -> str | LaunchVerdict | None:
     """Why the unit cannot be replayed (a verdict of its own for a kernel without adjoint on the gradient path),
     or None."""
@@ -146,8 +120,6 @@ class _Replay:
     """The unit's launches run again on private buffers: forward (perturbed or not), then adjoint."""
 
     def __init__(self, unit: list[Launch], pool: BufferPool):
-        import warp as wp
-
         self.unit, self.pool = unit, pool
         self.arrays: dict[int, object] = {}
         for launch in unit:
@@ -164,6 +136,12 @@ class _Replay:
         # says which the unit writes; Python's cost of a copy, not its bytes, is what a replay spends most on
         self._dirty, self._writes = set(), set(self.arrays)
         self._adj, self._at_base = None, False
+        # each launch packed once on these buffers and run again by each rollout (forward) and adjoint: the same
+        # buffers every time, so the same arguments. Forward code never reads an array's .grad (only adjoint code
+        # does), so the adjoint buffers aliased later change nothing a prepared forward launch runs on
+        self._forward_runs: dict[int, object] = {}
+        self._adjoint_runs: dict[int, object] = {}
+        self._numbers: dict[int, object] = {}  # id(copy) → its float numbers (a perturbed input, every rollout)
         declared = set().union(*(launch.writes for launch in unit))  # outputs, and inputs the source stores into
         work = self.forward(keep=True)
         # written: the declared outputs, and whatever else changed. Bytes, not values: writing -0.0 over 0.0 is a
@@ -172,22 +150,20 @@ class _Replay:
         # unreadable source: any may have).
         candidates = declared if all(launch.access_known for launch in unit) else set(self.arrays)
         self.changed = self.outputs | {
-            key for key in candidates - self.outputs if _raw(work[key]) != _raw(self.first_pre[key])
+            key for key in candidates - self.outputs if self._raw(work[key]) != self._raw(self.first_pre[key])
         }
         self._writes = self.changed | declared
-        self.base = {key: wp.clone(work[key], requires_grad=False) for key in self.changed}
+        self.base = {key: pool.like(work[key]) for key in self.changed}
         # as the tape's backward sees them: only arrays that require grad have adjoints (kernels test for them:
         # Featherstone's solve adjoint returns early without one), so only those are perturbed and weighed
         self.grads = {key for key, a in self.arrays.items() if getattr(a, "requires_grad", False)}
 
     def forward(self, perturb: dict | None = None, keep: bool = False) -> dict:
         """Run the unit from the values its first launch read (``perturb``: key → added to an input)."""
-        import warp as wp
-
-        perturb = perturb or {}
+        perturb, pool = perturb or {}, self.pool
         work = self.buffers
         for key in self._dirty:
-            wp.copy(work[key], self.first_pre[key])
+            pool.copy(work[key], self.first_pre[key])
         dirty = set(perturb) | self._writes
         produced: set[int] = set()  # arrays an earlier launch of the unit wrote: those flow on
         for position, launch in enumerate(self.unit):
@@ -197,28 +173,53 @@ class _Replay:
                 if key in produced or (position == 0 and key not in perturb):
                     continue
                 if key in perturb:
-                    work[key].assign(with_floats(copy, floats(copy) + perturb[key]))
+                    pool.put(work[key], with_float_numbers(pool.values(copy), self._floats(copy) + perturb[key]))
                 else:
-                    wp.copy(work[key], copy)
+                    pool.copy(work[key], copy)
                 dirty.add(key)
-            _launch(launch, work)
+            self._run(position, launch, work)
             produced |= launch.writes
             if keep:  # what it wrote, declared or not (an input updated in place)
                 self.post[launch.index] = {
-                    key: wp.clone(work[key], requires_grad=False)
+                    key: pool.like(work[key])
                     for key, copy in launch.pre.items()
-                    if key in launch.writes or (not launch.access_known and _raw(work[key]) != _raw(copy))
+                    if key in launch.writes or (not launch.access_known and self._raw(work[key]) != self._raw(copy))
                 }
         self._dirty, self._at_base = dirty, keep
         return work
 
+    def _run(self, position: int, launch: Launch, work: dict) -> None:
+        """The unit's launch at ``position`` on the private buffers, prepared on its first run."""
+        run = self._forward_runs.get(position, _UNPREPARED)
+        if run is _UNPREPARED:
+            run = self._forward_runs[position] = self.pool.prepared.get(launch, _arguments(launch, work, None))
+        if run is None:
+            _launch(launch, work)
+        else:
+            run.launch()
+
+    def _floats(self, copy):
+        found = self._numbers.get(id(copy))
+        if found is None:
+            found = self._numbers[id(copy)] = float_numbers(self.pool.values(copy))
+        return found
+
+    def _raw(self, array) -> int:
+        """CRC of the array's bytes (a buffer's or a recorded copy's: both the replay's own)."""
+        import zlib
+
+        import numpy as np
+
+        values = np.ascontiguousarray(self.pool.values(array))
+        return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
+
     def release(self) -> None:
         """The private buffers back to the pool (the verdict keeps none of them)."""
-        for buffer in self.buffers.values():
+        kept = [*self.buffers.values(), *(self._adj or {}).values(), *getattr(self, "base", {}).values()]
+        for buffer in kept + [b for post in self.post.values() for b in post.values()]:
             self.pool.give(buffer)
-        for buffer in (self._adj or {}).values():
-            self.pool.give(buffer)
-        self.buffers, self._adj = {}, None
+        self.buffers, self._adj, self.post = {}, None, {}
+        self._forward_runs, self._adjoint_runs = {}, {}
 
     def choose(self, read_after, path) -> tuple[list, list] | str:
         """(outputs to weigh, inputs to perturb) on the gradient path, or why there are none.
@@ -254,9 +255,7 @@ class _Replay:
         As on the tape, each replayed array that carries a gradient in the program has its adjoint buffer as its
         ``.grad``: Warp's adjoint of a store clears the incoming gradient only then (an in-place ``f[i] = f[i] +
         g`` would otherwise count it twice), and reads it as the program's backward would."""
-        import warp as wp
-
-        own = self.buffers  # the forward's buffers: restored before its next run
+        own, pool = self.buffers, self.pool  # the forward's buffers: restored before its next run
         if self._adj is None:  # one set of adjoint buffers a unit, aliased once
             self._adj = {
                 key: self.pool.like(self.first_pre[key], zero=True) for key in self.arrays if key in self.grads
@@ -266,10 +265,10 @@ class _Replay:
                     own[key].grad = buffer
         else:
             for buffer in self._adj.values():
-                buffer.zero_()
+                pool.zero(buffer)
         adj = self._adj
         for key, values in {**weights, **prefill}.items():
-            adj[key].assign(with_floats(adj[key], values))
+            pool.put(adj[key], with_float_numbers(pool.values(adj[key]), values))
         # an adjoint launch writes no forward value: one launch left as its base run left it needs no copy
         as_left = len(self.unit) == 1 and self._at_base
         if not as_left:
@@ -278,19 +277,15 @@ class _Replay:
             # as the tape's backward runs it: inputs as the launch read them, outputs as it left them
             if not as_left:
                 for key, copy in {**launch.pre, **self.post[launch.index]}.items():
-                    wp.copy(own[key], copy)
-            wp.launch(
-                launch.kernel,
-                launch.dim,
-                inputs=[substitute(v, own) for v in launch.inputs],
-                outputs=[substitute(v, own) for v in launch.outputs],
-                adj_inputs=[adjoint_of(v, adj) for v in launch.inputs],
-                adj_outputs=[adjoint_of(v, adj) for v in launch.outputs],
-                adjoint=True,
-                device=launch.options["device"],
-                **_launch_options(launch),
-            )
-        return {key: floats(adj[key]) for key in perturbable}
+                    pool.copy(own[key], copy)
+            run = self._adjoint_runs.get(launch.index, _UNPREPARED)
+            if run is _UNPREPARED:  # prepared once the adjoint buffers are aliased: the second run reuses it
+                run = self._adjoint_runs[launch.index] = self.pool.prepared.get(launch, _arguments(launch, own, adj))
+            if run is None:
+                _launch(launch, own, adj)
+            else:
+                run.launch()
+        return {key: float_numbers(pool.values(adj[key])) for key in perturbable}
 
     def judge(
         self, finals: list, perturbable: list, options: FDOptions, rng, tangents, per_input: bool = False
@@ -303,12 +298,13 @@ class _Replay:
         from gradcheck.rerun.finite_diff import F32_EPS, Judge
 
         base, unit = self.base, self.unit
-        base_floats = {key: floats(base[key]) for key in finals}
+        pool = self.pool
+        base_floats = {key: float_numbers(pool.values(base[key])) for key in finals}
         weights = {key: rng.standard_normal(base_floats[key].shape) for key in finals}
         direction = self._direction(perturbable, rng, tangents)
 
         def weighted(work: dict) -> float:
-            return float(sum(np.sum(weights[k] * floats(work[k])) for k in finals))
+            return float(sum(np.sum(weights[k] * float_numbers(pool.values(work[k]))) for k in finals))
 
         magnitude = float(sum(np.sum(np.abs(weights[k] * base_floats[k])) for k in finals))
         clean = self.adjoint(weights, perturbable, {})
@@ -363,7 +359,7 @@ class _Replay:
         size of the inputs' scales together."""
         import numpy as np
 
-        x0 = {key: floats(self.first_pre[key]) for key in perturbable}
+        x0 = {key: self._floats(self.first_pre[key]) for key in perturbable}
         scale = {key: param_scale(x0[key]) for key in perturbable}
         raw = _tangent(self.unit, perturbable, tangents)
         if raw is None:
@@ -402,17 +398,25 @@ def _epsilon(array) -> float:
     return max(found) if found else 1.2e-7
 
 
-def _launch(launch: Launch, work: dict) -> None:
+def _launch(launch: Launch, work: dict, adjoints: dict | None = None) -> None:
+    """The launch on the private buffers ``work`` (with ``adjoints``: its adjoint, on those adjoint buffers)."""
     import warp as wp
 
-    wp.launch(
-        launch.kernel,
-        launch.dim,
-        inputs=[substitute(v, work) for v in launch.inputs],
-        outputs=[substitute(v, work) for v in launch.outputs],
-        device=launch.options["device"],
+    wp.launch(launch.kernel, launch.dim, **_arguments(launch, work, adjoints))
+
+
+def _arguments(launch: Launch, work: dict, adjoints: dict | None) -> dict:
+    arguments = {
+        "inputs": [substitute(v, work) for v in launch.inputs],
+        "outputs": [substitute(v, work) for v in launch.outputs],
+        "device": launch.options["device"],
         **_launch_options(launch),
-    )
+    }
+    if adjoints is not None:
+        arguments["adj_inputs"] = [adjoint_of(v, adjoints) for v in launch.inputs]
+        arguments["adj_outputs"] = [adjoint_of(v, adjoints) for v in launch.outputs]
+        arguments["adjoint"] = True
+    return arguments
 
 
 def _names(unit: list[Launch], keys: list) -> str:
@@ -449,12 +453,3 @@ def _holds_pointers(array) -> bool:
     except Exception:  # noqa: BLE001 - another Warp's layout: not replayed by this rule
         return False
     return any(record[name].names is not None for name in record.names or ())
-
-
-def _raw(array) -> int:
-    import zlib
-
-    import numpy as np
-
-    values = np.ascontiguousarray(array.numpy())
-    return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0
