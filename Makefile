@@ -59,7 +59,8 @@ test-slow: $(STAMP) $(THIRDPARTY)/.installed
 COMPAT_WARP ?= 1.5.1 1.7.0 1.8.0 1.9.1 1.16.0 1.17.0
 COMPAT_DIR := .venv-compat
 COMPAT_TESTS ?= tests/test_warp_versions.py tests/test_struct_audit.py tests/test_pure_warp_detectors.py tests/test_stats.py \
-	tests/test_equivalence.py tests/test_internal_errors.py tests/test_captured_graphs.py tests/test_version_adjoints.py
+	tests/test_equivalence.py tests/test_internal_errors.py tests/test_captured_graphs.py tests/test_version_adjoints.py \
+	tests/test_replay_speed.py tests/test_stats_host.py
 COMPAT_DEPS := numpy typer rich tomli pytest pytest-timeout xmlschema
 
 $(COMPAT_DIR)/%/.installed: pyproject.toml
