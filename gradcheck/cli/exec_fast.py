@@ -1,38 +1,73 @@
-"""``gradcheck exec`` without Typer's parse, when the command line is a plain one.
+"""``gradcheck exec`` without Typer, when the command line is a plain one.
 
 Typer (0.29) builds a pydantic adapter for every option it parses: ~0.1 s before the program's first line, as
-much as 300 small backwards of the program itself, paid by every ``gradcheck exec``. The options are read here
-straight from ``exec_program``'s own signature (its Typer declarations: flags, defaults, types, bounds), so there is
-one definition of them; anything this reader is not sure of (``--help``, an unknown option, a value of the wrong
-type or out of bounds) goes to Typer, which says what is wrong as for every other command.
+much as 300 small backwards of the program itself, paid by every ``gradcheck exec``; importing it at all, with the
+other commands' modules, is ~20 ms more. So a plain command line is read here from :func:`exec_options`, what the
+parser needs of ``exec_program``'s Typer declarations (flags, parameter, type, default, bounds), and handed to
+``exec_run`` without importing Typer. ``exec_program``'s signature stays the definition users see (``--help``);
+tests/test_exec_startup.py derives this table from it with :func:`options_of` and fails if they differ. Anything
+this reader is not sure of (``--help``, an unknown option, a value of the wrong type or out of bounds) goes to
+Typer, which says what is wrong as for every other command.
 """
 
 from __future__ import annotations
 
 import enum
-import inspect
 import typing
 from pathlib import Path
+from typing import NamedTuple
 
 
 def run_fast(args: list[str]) -> int | None:
     """The exit code of ``gradcheck exec ARGS``, or None: let Typer parse them."""
-    import typer
-
-    from gradcheck.cli.exec_program import exec_program
-
-    values = _parse(args, _options(exec_program))
+    values = _parse(args, exec_options())
     if values is None:
         return None
-    try:
-        exec_program(**values)
-    except typer.Exit as done:
-        return int(done.exit_code or 0)
-    return 0
+    from gradcheck.cli.exec_run import run_exec
+
+    return run_exec(**values)
 
 
-def _options(function) -> dict:
-    """flag → (parameter name, its type, its OptionInfo), for every option of ``function``."""
+class Declared(NamedTuple):
+    """What the parser needs of one option's declaration (Typer's OptionInfo has the same fields)."""
+
+    default: object = None
+    min: float | None = None
+    max: float | None = None
+
+
+def exec_options() -> dict:
+    """flag → (parameter name, its type, its Declared): ``exec_program``'s options, as :func:`options_of` reads
+    them from its Typer signature (a test keeps the two equal)."""
+    from gradcheck.formats import OutputFormat
+    from gradcheck.model.options import AUDIT_EVERY, AUDIT_FIRST, FailOn
+
+    off_by_default = (("--verbose", "verbose"), ("-v", "verbose"), ("--keep-going", "keep_going"))
+    off_by_default += (("--debug", "debug"), ("--blame", "blame"))
+    found = {flag: (name, bool, Declared(False)) for flag, name in off_by_default}
+    found["--adjoint-test"] = ("adjoint_test", bool, Declared(True))  # a switch with an off flag
+    found["--no-adjoint-test"] = ("adjoint_test", _Off, Declared(True))
+    valued = (
+        ("-m", "module", str, Declared()),
+        ("--format", "fmt", OutputFormat, Declared(OutputFormat.table)),
+        ("--output", "output", Path, Declared()),
+        ("--fail-on", "fail_on", FailOn, Declared(FailOn.error)),
+        ("--select", "select", list[str], Declared()),
+        ("--ignore", "ignore", list[str], Declared()),
+        ("--max-norm", "max_norm", float, Declared()),
+        ("--audit-first", "audit_first", int, Declared(AUDIT_FIRST, min=0)),
+        ("--audit-every", "audit_every", int, Declared(AUDIT_EVERY, min=1)),
+        ("--blame-at", "blame_at", int, Declared(None, min=1)),
+        ("--graph", "graph", Path, Declared()),
+    )
+    found.update({flag: (name, kind, declared) for flag, name, kind, declared in valued})
+    return found
+
+
+def options_of(function) -> dict:
+    """flag → (parameter name, its type, its OptionInfo), for every option of a Typer command ``function``."""
+    import inspect
+
     import typer.models
 
     hints = typing.get_type_hints(function)
@@ -46,6 +81,9 @@ def _options(function) -> dict:
                 if off:
                     found[off] = (name, _Off, info)
     return found
+
+
+_options = options_of  # the name tests/test_cli.py and tests/test_kernel_tests.py use
 
 
 class _Off:

@@ -12,13 +12,13 @@ import os
 import sys
 from pathlib import Path
 
-import typer
-
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
 
 
 def error_line(message: str) -> None:
+    import typer  # here, not at the top: ``gradcheck exec`` starts its program without Typer
+
     typer.echo(f"gradcheck: error: {message}", err=True)
 
 
@@ -54,6 +54,8 @@ def write_atomically(path: Path, text: str, flag: str = "--output") -> None:
     try:
         write_report_file(path, text)
     except OSError as exc:
+        import typer
+
         error_line(f"cannot write {flag} {str(path)!r}: {exc.strerror or exc}")
         raise typer.Exit(int(ExitCode.USAGE)) from None
 

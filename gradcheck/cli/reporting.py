@@ -4,6 +4,10 @@ usage error as one stderr line plus, under ``--format json``/``junit``, the same
 One place builds the usage-error document of every command (:func:`usage_document`) and one place writes a
 document (:func:`deliver`): a write that fails, on ``--output`` or on stdout (``> /dev/full``), is one line and
 exit 2 in every command, never a silent exit 0 or a traceback.
+
+Typer is imported only where a Typer object is asked for (the shared option declarations below, built on first use
+through the module's ``__getattr__``; ``typer.Exit``): ``gradcheck exec`` reaches :func:`judged`,
+:func:`suppressions` and :func:`usage_error` without it, so its program starts without paying Typer's import.
 """
 
 from __future__ import annotations
@@ -13,25 +17,43 @@ import re
 import sys
 from pathlib import Path
 
-import typer
-
 from gradcheck.cli.output import color, error_line, width, write_atomically
 from gradcheck.formats import KIND_OF_COMMAND, RENDERERS, OutputFormat, render
 from gradcheck.model.errors import UsageError
 from gradcheck.model.exit_codes import ExitCode
 
-OUTPUT = typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-VERBOSE = typer.Option(False, "--verbose", "-v", help="every finding's full message, not one row per cause")
-SELECT = typer.Option(
-    None, "--select", metavar="CHECK[:SUBJECT]", help="report only these findings (glob subject); repeatable"
-)
-IGNORE = typer.Option(
-    None, "--ignore", metavar="CHECK[:SUBJECT]", help="suppress these findings (glob subject; counted); repeatable"
-)
+
+def _shared_options() -> dict:
+    """``--output``, ``--verbose``, ``--select`` and ``--ignore`` as every command declares them."""
+    import typer
+
+    return {
+        "OUTPUT": typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout"),
+        "VERBOSE": typer.Option(False, "--verbose", "-v", help="every finding's full message, not one row per cause"),
+        "SELECT": typer.Option(
+            None, "--select", metavar="CHECK[:SUBJECT]", help="report only these findings (glob subject); repeatable"
+        ),
+        "IGNORE": typer.Option(
+            None,
+            "--ignore",
+            metavar="CHECK[:SUBJECT]",
+            help="suppress these findings (glob subject; counted); repeatable",
+        ),
+    }
+
+
+def __getattr__(name: str):
+    """OUTPUT, VERBOSE, SELECT, IGNORE: made once, when the first command module imports them."""
+    if name in ("OUTPUT", "VERBOSE", "SELECT", "IGNORE"):
+        globals().update(_shared_options())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def format_option(command: str):
     """``--format``, its help naming the formats this command can print."""
+    import typer
+
     names = supported_formats(command)
     return typer.Option(OutputFormat.table, "--format", metavar=f"[{'|'.join(names)}]", help=" or ".join(names))
 
@@ -71,9 +93,16 @@ def usage_document(command: str, message: str, fail_on=None, source: str | None 
     return by_kind[kind](error=message)
 
 
-def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = None, **context) -> typer.Exit:
+def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = None, **context):
+    """:func:`usage_error` as the ``typer.Exit(2)`` a command raises."""
+    import typer
+
+    return typer.Exit(usage_error(command, exc, fmt, output, **context))
+
+
+def usage_error(command: str, exc, fmt=OutputFormat.table, output: Path | None = None, **context) -> int:
     """One ``gradcheck: error:`` line; under json/junit the usage-error document too: to --output when it can be
-    written there (so no stale report is left for CI to read), else to stdout. Returns the Exit(2) to raise."""
+    written there (so no stale report is left for CI to read), else to stdout. Returns the exit code (2)."""
     message = str(exc)
     error_line(message)
     kind = KIND_OF_COMMAND.get(command, command)
@@ -82,15 +111,17 @@ def usage_exit(command: str, exc, fmt=OutputFormat.table, output: Path | None = 
     except ValueError:
         fmt = OutputFormat.table
     if fmt == OutputFormat.table or fmt not in RENDERERS[kind]:
-        return typer.Exit(int(ExitCode.USAGE))
+        return int(ExitCode.USAGE)
     document = usage_document(command, message, **context)
     text = render(document, fmt, color=False, width=100)
     if output is None or "--output" in message or not _written(output, text):  # never onto what it named
+        import typer
+
         try:
             deliver(document, fmt, None)
         except typer.Exit:
             pass  # stdout failed too: its line is said, the exit code stays the usage error's
-    return typer.Exit(int(ExitCode.USAGE))
+    return int(ExitCode.USAGE)
 
 
 def _written(output: Path, text: str) -> bool:
@@ -124,6 +155,8 @@ def deliver(document, fmt, output: Path | None, *, verbose: bool = False) -> Non
     except BrokenPipeError:
         discard_stdout()
     except OSError as exc:
+        import typer
+
         discard_stdout()
         error_line(f"cannot write the report to stdout: {exc.strerror or exc}; give --output FILE")
         raise typer.Exit(int(ExitCode.USAGE)) from None
@@ -207,11 +240,21 @@ def discard_stdout() -> None:
 
 def suppressions(select: list[str] | None, ignore: list[str] | None):
     """The project's ``[tool.gradcheck]`` select/ignore with the command line's (its --select replaces the
-    config's, its --ignore adds). Raises UsageError for an unknown check or a malformed table."""
-    from gradcheck.checks import BY_NAME
+    config's, its --ignore adds). Raises UsageError for an unknown check or a malformed table. The check registry
+    is imported only when there is a rule to check against it (``exec`` starts its program without it)."""
     from gradcheck.engine.project_config import suppressions as configured
 
-    return configured(Path.cwd(), BY_NAME).merged(select or (), ignore or (), BY_NAME)
+    rules = configured(Path.cwd(), _CheckNames())
+    return rules.merged(select or (), ignore or (), _CheckNames()) if select or ignore else rules
+
+
+class _CheckNames:
+    """The registered checks' names, read from the registry when a rule is checked, not before."""
+
+    def __iter__(self):
+        from gradcheck.checks import BY_NAME
+
+        return iter(BY_NAME)
 
 
 def judged(report, rules, not_judged: dict[str, str] | None = None):

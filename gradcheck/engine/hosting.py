@@ -322,8 +322,6 @@ def print_uncaught(exc: BaseException, starts_program) -> str:
     return text
 
 
-from gradcheck.warp_compat.hooks import COPY_HOOK_FILE  # noqa: E402 - next to its one use
-
 _GRADCHECK = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
@@ -332,6 +330,8 @@ def _hide_frames(tb, starts_program=None):
     between: the observer's hooks around Warp's functions (a launch Warp rejects raises through them; the wp.copy
     hook's frame carries a file name inside Warp's package, see COPY_HOOK_FILE) and the stream wrappers (a print
     passes through one) are not there under python."""
+    from gradcheck.warp_compat.hooks import COPY_HOOK_FILE  # here: the hooks are the observer's, not hosting's
+
     if starts_program is not None:
         start = tb
         while start is not None and not starts_program(start.tb_frame.f_code):

@@ -18,14 +18,21 @@ import time
 import weakref
 from dataclasses import replace
 
-from gradcheck.engine import verdict
 from gradcheck.engine.hosting import ProgramRun, after_import, run_program
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import ScenarioResult
-from gradcheck.observe.program_roots import program_object, stack_roots
 
 __all__ = ["ProgramAudit", "ProgramRun", "audit_program", "run_program", "stack_roots"]
+
+
+def stack_roots(own: tuple[str, ...] = ("__main__",)) -> list[dict]:
+    """observe.program_roots.stack_roots, imported when asked: the observer's modules (and verdict's, the checks')
+    are imported when the program imports Warp or ends, not before its first line (``gradcheck exec``'s start-up)."""
+    from gradcheck.observe.program_roots import stack_roots as roots
+
+    return roots(own)
+
 
 REFRESH_SECONDS = 1.0
 
@@ -52,10 +59,9 @@ def audit_program(
     name = f"{target} {args[0]}" if module and args and not args[0].startswith("-") else target
     own = ("__main__", target) if module else ("__main__",)
     from gradcheck.model import dataflow
-    from gradcheck.observe.cadence import Cadence
 
     audit = ProgramAudit(
-        lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=Cadence(*cadence or ()), blame_at=blame_at,
+        lambda: stack_roots(own), stop_on_dangling=not keep_going, cadence=tuple(cadence or ()), blame_at=blame_at,
         keep_dataflow=dataflow.wanted(), checks=checks, adjoint_test=adjoint_test,
     )  # fmt: skip
     refreshing = _every(REFRESH_SECONDS, lambda: refresh(_interim(audit, checks, name))) if refresh else None
@@ -96,6 +102,8 @@ def audit_program(
         dataflow.keep(name, None)
         return _unobserved(hook.failed, fields), run
     dataflow.keep(name, audit.trace().dataflow)
+    from gradcheck.engine import verdict
+
     if not run.stopped:  # the backwards --keep-going skipped, if any: verdict.notes_of names them
         return audit.result(checks, **fields), run
     # stopped before a backward: the stop says which one and why, so the skipped-backward note would say it again
@@ -169,23 +177,32 @@ class ProgramAudit:
 
     ``roots()`` returns {name: object} where the program keeps its state (for names); ``params``: arrays the caller
     declares as parameters ({key: array}), judged as a scenario's params() are; ``keep_dataflow``: keep one
-    backward's dataflow picture (``trace().dataflow``, for --graph)."""
+    backward's dataflow picture (``trace().dataflow``, for --graph); ``cadence``: which backwards get the full
+    evidence (an observe.cadence Cadence, or its arguments: made when the observer starts, so that constructing
+    this imports nothing of the observer's before the program runs)."""
 
     def __init__(
         self, roots, params: dict | None = None, stop_on_dangling: bool = False, cadence=None, blame_at=None,
         keep_dataflow: bool = False, checks: CheckOptions = DEFAULT_CHECKS, adjoint_test: bool = True,
     ):  # fmt: skip
-        from gradcheck.observe.cadence import Cadence
-
         self._roots, self._params, self._stop, self._blame_at = roots, params, stop_on_dangling, blame_at
         self._keep_dataflow, self._checks, self._adjoint_test = keep_dataflow, checks, adjoint_test
-        self._cadence = cadence or Cadence()  # which backwards get the full evidence (observe.cadence)
+        self._cadence_given, self._made_cadence = cadence, None
         self.observer = None
         self._ledger = None
         self._trace = None
         self.torch = None  # the torch side (pytorch.watch), once the program imports torch
         self._torch_installed = None
         self._torch_note: str | None = None  # why torch's side was not audited (too old a torch)
+
+    @property
+    def _cadence(self):
+        if self._made_cadence is None:
+            from gradcheck.observe.cadence import Cadence
+
+            given = self._cadence_given
+            self._made_cadence = Cadence(*given) if isinstance(given, tuple) else given or Cadence()
+        return self._made_cadence
 
     def start_torch(self) -> None:
         """The program imported torch: audit its backwards and the torch<->Warp bridge too (torch >=
@@ -221,6 +238,7 @@ class ProgramAudit:
         from gradcheck.measure.allocations import AllocationLedger
         from gradcheck.observe import Observer
         from gradcheck.observe.config import observer_config
+        from gradcheck.observe.program_roots import program_object
 
         self._ledger = AllocationLedger().install()
         config = observer_config(
@@ -295,6 +313,8 @@ class ProgramAudit:
         return self._judged(self._new_trace() if self.observer is not None else None, checks, **fields)
 
     def _judged(self, trace, checks: CheckOptions, **fields) -> ScenarioResult:
+        from gradcheck.engine import verdict
+
         notes = list(fields.pop("notes", ()))
         if self._torch_note is not None:
             notes.append(self._torch_note)
@@ -325,6 +345,8 @@ class ProgramAudit:
         return Trace(scenario="program", fault=None, device=device or "cpu", **self.torch.trace_fields())
 
     def _warp_judged(self, trace, checks: CheckOptions, notes: list, **fields) -> ScenarioResult:
+        from gradcheck.engine import verdict
+
         observer = self.observer
         graphs, window = observer.graphs, observer.window
         if graphs.replays:

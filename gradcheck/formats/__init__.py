@@ -4,13 +4,15 @@ A document is what a command reports: a Report (run, blame, exec) or one of grad
 selftest, doctor, list, sweep, ci), told apart by its ``KIND``. A renderer satisfies ``Renderer``
 (formats/protocol.py): ``render(document, *, color: bool, width: int, verbose: bool) -> str``. JUnit is offered where the result is a
 pass/fail suite. A command checks its ``--format`` with :func:`check_supported` before anything runs.
+
+The registry names each renderer by module and function, imported when it first renders: checking a ``--format``
+(``gradcheck exec`` does before its program's first line) loads no format module, Rich or ElementTree.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-from gradcheck.formats import command_tables, json_format, junit, table
 from gradcheck.formats.protocol import Renderer
 from gradcheck.model.errors import UsageError
 
@@ -21,27 +23,63 @@ class OutputFormat(str, Enum):
     junit = "junit"
 
 
+class _Named:
+    """A renderer named by its module and function (a ``Renderer``), imported on its first call."""
+
+    def __init__(self, module: str, function: str) -> None:
+        self.module, self.function = module, function
+
+    def __call__(self, document, *, color: bool, width: int, verbose: bool) -> str:
+        return getattr(self._module(), self.function)(document, color=color, width=width, verbose=verbose)
+
+    def _module(self):
+        if self.module == "table":
+            from gradcheck.formats import table as module
+        elif self.module == "json_format":
+            from gradcheck.formats import json_format as module
+        elif self.module == "junit":
+            from gradcheck.formats import junit as module
+        else:
+            from gradcheck.formats import command_tables as module
+        return module
+
+    def __repr__(self) -> str:
+        return f"gradcheck.formats.{self.module}.{self.function}"
+
+
 RENDERERS: dict[str, dict[OutputFormat, Renderer]] = {
     "report": {
-        OutputFormat.table: table.render,
-        OutputFormat.json: json_format.render,
-        OutputFormat.junit: junit.render,
+        OutputFormat.table: _Named("table", "render"),
+        OutputFormat.json: _Named("json_format", "render"),
+        OutputFormat.junit: _Named("junit", "render"),
     },
     "ci": {
-        OutputFormat.table: command_tables.ci,
-        OutputFormat.json: json_format.render,
-        OutputFormat.junit: junit.render,
+        OutputFormat.table: _Named("command_tables", "ci"),
+        OutputFormat.json: _Named("json_format", "render"),
+        OutputFormat.junit: _Named("junit", "render"),
     },
     "selftest": {
-        OutputFormat.table: command_tables.selftest,
-        OutputFormat.json: json_format.render,
-        OutputFormat.junit: junit.render,
+        OutputFormat.table: _Named("command_tables", "selftest"),
+        OutputFormat.json: _Named("json_format", "render"),
+        OutputFormat.junit: _Named("junit", "render"),
     },
-    "explain": {OutputFormat.table: command_tables.explain, OutputFormat.json: json_format.render},
-    "doctor": {OutputFormat.table: command_tables.doctor, OutputFormat.json: json_format.render},
-    "list": {OutputFormat.table: command_tables.scenario_list, OutputFormat.json: json_format.render},
-    "sweep": {OutputFormat.table: command_tables.sweep, OutputFormat.json: json_format.render},
-    "new": {OutputFormat.table: command_tables.new, OutputFormat.json: json_format.render},
+    "explain": {
+        OutputFormat.table: _Named("command_tables", "explain"),
+        OutputFormat.json: _Named("json_format", "render"),
+    },
+    "doctor": {
+        OutputFormat.table: _Named("command_tables", "doctor"),
+        OutputFormat.json: _Named("json_format", "render"),
+    },
+    "list": {
+        OutputFormat.table: _Named("command_tables", "scenario_list"),
+        OutputFormat.json: _Named("json_format", "render"),
+    },
+    "sweep": {
+        OutputFormat.table: _Named("command_tables", "sweep"),
+        OutputFormat.json: _Named("json_format", "render"),
+    },
+    "new": {OutputFormat.table: _Named("command_tables", "new"), OutputFormat.json: _Named("json_format", "render")},
 }
 KIND_OF_COMMAND = {"run": "report", "blame": "report", "exec": "report"}
 
