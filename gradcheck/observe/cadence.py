@@ -16,6 +16,7 @@ passes are few and all audited.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import is_not
 from typing import TYPE_CHECKING
 
 from gradcheck.observe.config import ALL, Cadence
@@ -24,7 +25,7 @@ from gradcheck.observe.parts import ObserverPart
 if TYPE_CHECKING:
     from gradcheck.observe.guard import Guard
 
-__all__ = ["ALL", "AuditWindow", "Cadence", "sentinel_finite"]
+__all__ = ["ALL", "AuditWindow", "Cadence", "Sentinel", "sentinel_finite"]
 
 
 class AuditWindow(ObserverPart):
@@ -39,6 +40,7 @@ class AuditWindow(ObserverPart):
         self.audited = 0  # backwards that got the full evidence
         self.light = False  # between audited windows: launches and host reads not watched
         self.switch = None  # the hooks' launch switch, while the observer is installed (warp_compat.hooks)
+        self.sentinel = Sentinel()  # the NaN/Inf watch of the backwards between audited ones
 
     def full(self, backward: int) -> bool:
         """Whether backward number ``backward`` (1-based) gets the full evidence."""
@@ -94,7 +96,7 @@ class AuditWindow(ObserverPart):
         with self.guard.ignoring():  # the backward's own launches and copies are not the program's
             result = run()
         with self.guard("nonfinite sentinel"):
-            if not sentinel_finite(params()):
+            if not self.sentinel.finite(params()):
                 nonfinite()
         return result
 
@@ -103,26 +105,48 @@ SENTINEL_ELEMENTS = 1 << 20  # per array: a larger param's gradient is read only
 
 
 def sentinel_finite(params) -> bool:
+    """Whether every param's gradient is free of NaN and Inf (one-off: ``Sentinel`` is the kept form)."""
+    return Sentinel().finite(params)
+
+
+class Sentinel:
     """Whether every param's gradient is free of NaN and Inf: read after every backward the cadence skips, so a
     NaN on one late backward is not lost between two audited pairs. On the CPU a NumPy view of the gradient (no
-    copy, ~5 µs for a thousand values); elsewhere the statistics kernel."""
-    import numpy as np
+    copy); elsewhere the statistics kernel. The views (and the kernel's plan) are kept while the params keep the
+    same gradient arrays: making a view cost ~5 µs a param on every backward of a long run, more than reading it."""
 
-    from gradcheck.measure.liveness import readable
-    from gradcheck.warp_compat import is_float_array
+    def __init__(self) -> None:
+        self._grads: tuple = ()  # the gradients the views were made of (held: their ids stay theirs)
+        self._host: list = []  # NumPy views of the CPU ones
+        self._device: list = []  # the others, read by the statistics kernel
+        self._plan = None
 
-    device_side = []
-    for param in params:
-        grad = getattr(param, "grad", None)
-        if grad is None or not is_float_array(grad) or grad.size > SENTINEL_ELEMENTS or not readable(grad):
-            continue
-        if grad.device.is_cpu and grad.is_contiguous:
-            if not np.isfinite(grad.numpy()).all():
+    def finite(self, params) -> bool:
+        import numpy as np
+
+        grads = tuple(getattr(param, "grad", None) for param in params)
+        if len(grads) != len(self._grads) or any(map(is_not, grads, self._grads)):
+            self._prepare(grads)
+        isfinite = np.isfinite
+        for view in self._host:
+            if not isfinite(view).all():
                 return False
-        else:
-            device_side.append(grad)
-    if device_side:
-        from gradcheck.measure.stats import gradient_stats
+        if self._device:
+            from gradcheck.measure.stats import StatsPlan
 
-        return not any(s.nonfinite for s in gradient_stats(device_side))
-    return True
+            self._plan = self._plan or StatsPlan()
+            return not any(s.nonfinite for s in self._plan.table(self._device).rows())
+        return True
+
+    def _prepare(self, grads: tuple) -> None:
+        from gradcheck.measure.liveness import readable
+        from gradcheck.warp_compat import is_float_array
+
+        self._grads, self._host, self._device = grads, [], []
+        for grad in grads:
+            if grad is None or not is_float_array(grad) or grad.size > SENTINEL_ELEMENTS or not readable(grad):
+                continue
+            if grad.device.is_cpu and grad.is_contiguous:
+                self._host.append(grad.numpy())
+            else:
+                self._device.append(grad)
