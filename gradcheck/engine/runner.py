@@ -96,11 +96,12 @@ def _observer(scenario, device: str, ledger, params: dict, snapshots: dict, chec
 
 
 def _passes(loop: PassLoop, passes: int, observer, head: dict) -> None:
-    with frozen_heap(), observer.installed():
+    with frozen_heap() as settle, observer.installed():
         for index in range(1, passes + 1):
             token = CURRENT_PASS.set((index, passes))
             try:
                 loop.run_pass(index, passes)
+                settle()
             except ScenarioError as exc:
                 observer.abandon_iteration()
                 if not loop.records:

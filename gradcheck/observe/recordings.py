@@ -4,7 +4,8 @@ the kernels it launched that were built without a backward, and its launch argum
 
 Write-after-read costs a fingerprint per launch argument, so it is watched on the first recording, on a recording
 whose launches differ from the last one's, and on the 16th, 32nd, 64th, ... after that (a mistake in a loop that
-records the same launches each time shows on the first). What each recording read is fingerprinted on every
+records the same launches each time shows on the first; under ``gradcheck run``, whose passes repeat one forward
+at the same params, only the first and changed ones). What each recording read is fingerprinted on every
 recording, or under ``gradcheck run`` on the first pass only (every pass runs the same forward:
 ``ObserverConfig.watch_inputs``).
 """
@@ -46,7 +47,8 @@ class Recordings(ObserverPart):
             self.inputs.enter(tape)
         self._count += 1
         n = self._count
-        if n == 1 or self._structure_changed or (n >= 16 and n & (n - 1) == 0):
+        again = not self.first_pass_only and n >= 16 and n & (n - 1) == 0  # run's passes repeat one forward
+        if n == 1 or self._structure_changed or again:
             self._wars[id(tape)] = RewriteWatch(values.fingerprint)
 
     def exited(self, tape) -> None:
