@@ -55,7 +55,10 @@ def exec_pair(program: list[str], report: Path) -> dict:
     {"python": child, "exec": child + report bytes and findings, "ratio", "wall_ratio", "extra_mib"}."""
     plain = child([sys.executable, *program])
     report.unlink(missing_ok=True)
-    audited = child([sys.executable, "-m", "gradcheck", "exec", "--format", "json", "--output", str(report), *program])
+    # the console script, as users run it; not `python -m gradcheck`, whose working directory (the repository) would
+    # come first on sys.path and shadow a tree put on PYTHONPATH to measure another commit against this one
+    gradcheck = str(Path(sys.executable).parent / "gradcheck")
+    audited = child([gradcheck, "exec", "--format", "json", "--output", str(report), *program])
     audited["bytes"] = report.stat().st_size if report.exists() else 0
     try:
         found = json.loads(report.read_text(encoding="utf-8"))["scenarios"][0]["findings"]
