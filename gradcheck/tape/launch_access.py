@@ -182,8 +182,15 @@ def launch_access(kernel, inputs, outputs, index: int | None = None) -> LaunchAc
 
 def call_access(call) -> LaunchAccess:
     """The access of a live ``wp.launch`` call (gradcheck.warp_compat.hooks.LaunchCall, or anything with ``kernel``,
-    ``inputs`` and ``outputs``). Not kept: a call holds the program's frame, and with it every array it holds."""
-    return launch_access(call.kernel, call.inputs, call.outputs)
+    ``inputs`` and ``outputs``). Kept on the call while it lasts (its ``access`` slot: the parts that ask about one
+    launch, three on an audited one, share it) and never beyond: a call holds the program's frame, and with it
+    every array it holds."""
+    access = getattr(call, "access", None)
+    if access is None:
+        access = launch_access(call.kernel, call.inputs, call.outputs)
+        if hasattr(call, "access"):
+            call.access = access
+    return access
 
 
 def copy_access(dest, src, index: int | None = None) -> LaunchAccess:

@@ -31,11 +31,12 @@ from gradcheck.warp_compat.runtime import active_tape
 class LaunchCall:
     """One ``wp.launch`` call, its arguments read by name (positions from the signature of the running Warp)."""
 
-    __slots__ = ("_args", "_kwargs", "_positions", "_defaults", "frame")
+    __slots__ = ("_args", "_kwargs", "_positions", "_defaults", "frame", "access")
 
     def __init__(self, args: tuple, kwargs: dict, positions: dict, defaults: dict, frame=None):
         self._args, self._kwargs, self._positions, self._defaults = args, kwargs, positions, defaults
         self.frame = frame  # the frame that called launch (the program's, or a Warp helper's such as launch_tiled)
+        self.access = None  # its LaunchAccess, once a part asked (gradcheck.tape.launch_access.call_access)
 
     @property
     def site(self) -> str | None:
