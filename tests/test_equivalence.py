@@ -176,10 +176,14 @@ def _unquoted_numbers(message: str) -> str:
 
 def _reuse_neutral(finding: dict) -> dict:
     """A freed address is handed to whatever the allocator allocates next, which differs by driver (run keeps saved
-    copies of the params): a dangling pointer's address and its new owner are not the program's, the rest is."""
+    copies of the params) and by when the garbage collector frees: a dangling pointer's address, its new owner, and
+    whether it has one yet (``reused`` or only ``freed``, with the confidence that says which) are not the
+    program's; the rest is."""
     if finding["check"] != "dangling-adjoint":
         return finding
     evidence = dict(finding["evidence"], pointer="<ptr>", owner="<owner>")
+    if evidence.get("kind") in ("freed", "reused"):
+        evidence.update(kind="<freed, maybe reused>", confidence="<freed or reused>")
     return dict(finding, evidence=evidence, message="<the freed address and its new owner>")
 
 
