@@ -25,7 +25,7 @@ from gradcheck.observe.parts import ObserverPart
 if TYPE_CHECKING:
     from gradcheck.observe.guard import Guard
 
-__all__ = ["ALL", "AuditWindow", "Cadence", "Sentinel", "sentinel_finite"]
+__all__ = ["ALL", "AuditWindow", "Cadence", "Sentinel"]
 
 
 class AuditWindow(ObserverPart):
@@ -102,11 +102,6 @@ class AuditWindow(ObserverPart):
 
 
 SENTINEL_ELEMENTS = 1 << 20  # per array: a larger param's gradient is read only on audited backwards
-
-
-def sentinel_finite(params) -> bool:
-    """Whether every param's gradient is free of NaN and Inf (one-off: ``Sentinel`` is the kept form)."""
-    return Sentinel().finite(params)
 
 
 class Sentinel:

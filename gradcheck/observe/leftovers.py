@@ -34,6 +34,18 @@ def buffer_key(array) -> tuple:
     return (array.ptr, array.size, array.dtype, getattr(array, "strides", None))
 
 
+def _measured_checksums(measured: dict, stats: dict) -> dict:
+    """pointer → (``buffer_key``, checksum) of each measured array's gradient (``stats``: key → its statistics, read
+    right after the backward): the same checksums of the same buffers at the same moment the leftovers need."""
+    known = {}
+    for key, array in measured.items():
+        reading = stats.get(key)
+        grad = getattr(array, "grad", None)
+        if reading is not None and grad is not None:
+            known[grad.ptr] = (buffer_key(grad), reading.checksum)
+    return known
+
+
 @dataclass
 class Left:
     """A survivor of the last zero audit, with what it held then."""
@@ -71,21 +83,24 @@ class Leftovers:
         return self._audited
 
     def after_backward(
-        self, index: int, reach, reseeded: set[int], seeded: set[int], known: dict | None = None
+        self, index: int, reach, reseeded: set[int], seeded: set[int], measured: dict | None = None, stats=None
     ) -> None:
-        """Remember what backward ``index`` reached and left. ``known``: checksums the observer took of some of these
-        buffers this very moment (each param's gradient, measured after the backward), keyed by ``buffer_key``:
-        they are not read again (a 16M-float gradient costs ~50 ms a read on CPU, the whole of a pass). ``known``: pointer
-        → (``buffer_key``, checksum)."""
+        """Remember what backward ``index`` reached and left. ``measured`` and ``stats``: the arrays the observer
+        measured this very moment and their gradients' statistics (key → array, key → GradStats): their checksums
+        are not read again (a 16M-float gradient costs ~50 ms a read on CPU, the whole of a pass)."""
         self._reach = reach
-        self._left = self._checksums(reach.grads, known or {}) if self._remember_left else None
+        if self._remember_left:
+            self._left = self._checksums(reach.grads, _measured_checksums(measured or {}, stats or {}))
+        else:
+            self._left = None
         # seeds add up over the backwards before a zero step (one backward per output seeds each output in turn)
         self._reseeded |= reseeded
         self._seeded |= seeded
         self._backward, self._audited, self._zeroed = index, False, None
 
     def _checksums(self, grads: list, known: dict):
-        """The checksum of each of ``grads``: from ``known`` where it has one, the rest in one statistics launch."""
+        """The checksum of each of ``grads``: from ``known`` (pointer → (``buffer_key``, checksum)) where it has one,
+        the rest summed on the host or in one statistics launch."""
         import numpy as np
 
         if len(grads) > FEW_LOOKUPS:  # a lookup per buffer costs more than the launch, except for large gradients

@@ -9,6 +9,7 @@ iteration or the end; a zero step may be many calls (one ``zero_()`` per gradien
 from __future__ import annotations
 
 import contextlib
+from operator import is_
 
 from gradcheck.observe.parts import BackwardEvent, ObserverPart, PartContext
 
@@ -94,7 +95,7 @@ class ZeroSteps(ObserverPart):
         tape, loss, grads = backward.tape, backward.loss, backward.grads
         with self.guard("leftovers"):
             key = _reach_key(self.arguments, tape, backward.measured)
-            if key is not None and self._reached is not None and self._reached[0] == key:
+            if key is not None and self._reached is not None and _same_key(self._reached[0], key):
                 reach = self._reached[1]
             else:
                 # params of another computation (an earlier unittest's, updated and left) are not this tape's
@@ -106,8 +107,7 @@ class ZeroSteps(ObserverPart):
             self._reached = (key, reach) if key is not None else None
             reseeded = {loss.grad.ptr} if loss is not None and getattr(loss, "grad", None) is not None else set()
             seeded = {a.grad.ptr for a in (grads or {}) if getattr(a, "grad", None) is not None}
-            known = _measured_checksums(backward.measured, it.stats)
-            self.leftovers.after_backward(backward.number, reach, reseeded, seeded, known)
+            self.leftovers.after_backward(backward.number, reach, reseeded, seeded, backward.measured, it.stats)
 
     def on_window_leave(self) -> None:
         self.leftovers.forget()  # the next audited backward starts afresh: nothing it left is judged later
@@ -118,34 +118,21 @@ class ZeroSteps(ObserverPart):
         self.use.close()
 
 
-def _measured_checksums(measured: dict, stats: dict) -> dict:
-    """pointer → (buffer key, checksum) of each gradient the observer measured right after this backward (``it.stats``): the
-    leftovers need the same checksums of the same buffers at the same moment, so they are not read twice."""
-    from gradcheck.observe.leftovers import buffer_key
-
-    known = {}
-    for key, array in measured.items():
-        reading = stats.get(key)
-        grad = getattr(array, "grad", None)
-        if reading is not None and grad is not None:
-            known[grad.ptr] = (buffer_key(grad), reading.checksum)
-    return known
-
-
 def _reach_key(arguments, tape, measured: dict) -> tuple | None:
     """What the reachable gradients depend on, when that is all they depend on: the tape's arguments (the very
     objects, and their gradients: ``arguments.version``), what the tape keeps gradients of, the measured arrays
     and their gradients. None when a struct is passed (the records an array of structs points to can change
     without any object changing): walked afresh. A training loop's or a driver's pass passes the same ~2,400
-    arrays every time, and the walk cost ~2 ms of a cartpole pass."""
+    arrays every time, and the walk cost ~2 ms of a cartpole pass. The objects themselves are held, not their
+    ids: a fresh loss array each iteration may take the last one's freed id."""
     if arguments.nested:
         return None
     arguments.plain_gradients()  # rebuilt (a new version) if a .grad was replaced since
     gradients = getattr(tape, "gradients", {})
-    return (
-        arguments.version,
-        id(arguments),
-        tuple(map(id, gradients)),
-        tuple(map(id, gradients.values())),
-        tuple((k, id(a), id(a.grad)) for k, a in measured.items()),
-    )
+    held = (*gradients, *gradients.values(), *measured.values(), *(a.grad for a in measured.values()))
+    return arguments.version, tuple(measured), held
+
+
+def _same_key(last: tuple, now: tuple) -> bool:
+    """The same version and measured keys, and the very same objects (compared by identity)."""
+    return last[:2] == now[:2] and len(last[2]) == len(now[2]) and all(map(is_, last[2], now[2]))
