@@ -9,6 +9,7 @@ the errors a bad option raises. The pipeline lives in subpackages named for thei
 ``formats`` (Report → text) → an exit code.
 """
 
+from gradcheck import dataclass_cache  # noqa: F401 - first: it installs itself before our modules build classes
 from gradcheck.model.errors import GradcheckError, ScenarioError, UsageError
 from gradcheck.model.exit_codes import ExitCode
 from gradcheck.model.findings import Finding, Severity

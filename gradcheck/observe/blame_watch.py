@@ -48,6 +48,12 @@ class BlameWatch:
     def pending(self) -> bool:
         return self._pending is not None
 
+    def idle(self, backwards_done: int) -> bool:
+        """Nothing to copy, hand on or test at the recording and backward after ``backwards_done`` backwards."""
+        return (
+            self._pending is None and not self._recorders and (self.result is not None or backwards_done != self.at - 1)
+        )
+
     def on_tape_enter(self, tape, backwards_done: int) -> None:
         """A recording starts: copied when its backward may be the one to test (a fresh tape only: launches
         recorded before copying began could not be replayed)."""
@@ -163,6 +169,8 @@ class BlameHooks(ObserverPart):
             self.tests.before_launch(call, tape)
 
     def on_tape_enter(self, tape, backwards: int) -> None:
+        if self.tests.idle(backwards):
+            return  # most recordings of a long run: nothing to copy (a few lookups, not the calls below)
         self.settle()
         with self.guard("blame", quiet=False):  # bookkeeping on every recording of a long run (a recorder at most)
             self.tests.on_tape_enter(tape, backwards)
@@ -170,6 +178,8 @@ class BlameHooks(ObserverPart):
             self.window.launches(True)  # the cadence skips this backward, the launches of its recording are copied
 
     def on_backward_begin(self, backward: BackwardEvent) -> None:
+        if self.tests.idle(backward.number - 1):
+            return
         self.settle()
         with self.guard("blame", quiet=False):  # on every backward: hands a recording on (copies, no kernel of its own)
             self.tests.on_backward(backward.tape, backward.loss, backward.grads, backward.number)

@@ -95,7 +95,7 @@ class AuditWindow(ObserverPart):
         still be read is then recorded as an audited backward of its own)."""
         with self.guard.ignoring():  # the backward's own launches and copies are not the program's
             result = run()
-        with self.guard("nonfinite sentinel"):
+        with self.guard("nonfinite sentinel", quiet=False):  # NumPy on the host; the kernel silences itself
             if not self.sentinel.finite(params()):
                 nonfinite()
         return result
@@ -128,9 +128,11 @@ class Sentinel:
                 return False
         if self._device:
             from gradcheck.measure.stats import StatsPlan
+            from gradcheck.warp_compat.runtime import quiet
 
             self._plan = self._plan or StatsPlan()
-            return not any(s.nonfinite for s in self._plan.table(self._device).rows())
+            with quiet():  # loading the statistics kernel says so on the program's stdout otherwise
+                return not any(s.nonfinite for s in self._plan.table(self._device).rows())
         return True
 
     def _prepare(self, grads: tuple) -> None:

@@ -75,15 +75,24 @@ class KernelTests:
     def pending(self) -> bool:
         return bool(self._pending)
 
+    def idle(self, backwards_done: int) -> bool:
+        """Nothing copied, waiting or pending, every kernel seen tested or waiting for no recording, and the next
+        backward not audited: its recording is not watched and its backward hands nothing on."""
+        return (
+            self._copied_whole
+            and not (self._recordings or self._pending or self._waiting or self._lone)
+            and not self.cadence.full(backwards_done + 1)
+        )
+
     def on_tape_enter(self, tape, backwards_done: int) -> None:
         """A fresh recording starts: watched when its backward is audited, or when a lone failure waits for one.
         Not one recorded into a graph capture: nothing runs then (see ``captured``)."""
+        whole = not self._copied_whole or bool(self._lone)
+        if not (whole or self.cadence.full(backwards_done + 1)) or id(tape) in self._recordings or tape.launches:
+            return
         from gradcheck.warp_compat import capturing
 
-        if id(tape) in self._recordings or tape.launches or capturing():
-            return
-        whole = not self._copied_whole or bool(self._lone)
-        if not (whole or self.cadence.full(backwards_done + 1)):
+        if capturing():
             return
         from gradcheck.rerun.launch_record import LaunchRecorder
 

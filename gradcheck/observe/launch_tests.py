@@ -26,6 +26,10 @@ class LaunchTests:
     def pending(self) -> bool:
         return any(part.pending for part in self._parts)
 
+    def idle(self, backwards_done: int) -> bool:
+        """No test copies, hands on or settles anything at the next recording and backward (most of a long run)."""
+        return all(part.idle(backwards_done) for part in self._parts)
+
     def on_tape_enter(self, tape, backwards_done: int) -> None:
         for part in self._parts:
             part.on_tape_enter(tape, backwards_done)

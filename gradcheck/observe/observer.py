@@ -44,7 +44,7 @@ from gradcheck.observe.leftovers import Leftovers
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
-from gradcheck.observe.parts import BackwardEvent, PartContext
+from gradcheck.observe.parts import BackwardEvent, PartContext, implementing
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.recordings import Recordings
 from gradcheck.observe.zero_steps import ZeroSteps
@@ -101,6 +101,8 @@ class Observer:
         self.causes = Causes(context)
         parts = (self.window, self.zero, self.recordings, self.graphs, self.blame, self.causes)
         self.parts = tuple(p for p in parts if p is not None)
+        self._entering = implementing(self.parts, "on_tape_enter")  # told of every recording and backward
+        self._beginning = implementing(self.parts, "on_backward_begin")
 
     # -- the hooks' protocol (gradcheck.warp_compat.hooks.observed) -------------------------------------------------
     @property
@@ -222,7 +224,7 @@ class Observer:
 
     # -- hooks (gradcheck.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
-        for part in self.parts:
+        for part in self._entering:
             part.on_tape_enter(tape, self.backwards)  # exec's launch tests: a recording to copy
         if not self.window.full(self.backwards + 1):
             if not self.window.light and not capturing():
@@ -305,10 +307,12 @@ class Observer:
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
-        event = BackwardEvent(tape, loss, grads, self.backwards + 1)
-        for part in self.parts:
-            part.on_backward_begin(event)  # exec's launch tests: the backward they test
-        if not self.window.full(event.number) and self._stays_light(tape):
+        number = self.backwards + 1
+        if self._beginning:
+            event = BackwardEvent(tape, loss, grads, number)
+            for part in self._beginning:
+                part.on_backward_begin(event)  # exec's launch tests: the backward they test
+        if not self.window.full(number) and self._stays_light(tape):
             return self._light_backward(run, tape, loss, grads)
         self.window.arm()
         self.window.audited += 1

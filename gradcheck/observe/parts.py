@@ -36,7 +36,7 @@ class PartContext:
     current: Callable[[], Iteration | None]  # the iteration open now, if any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BackwardEvent:
     """One ``tape.backward`` the program makes: ``number`` counts every backward (1-based); ``measured`` (key →
     array, after it ran) the arrays whose gradients were read."""
@@ -67,3 +67,11 @@ class ObserverPart(Protocol):
 
     def on_finish(self) -> None:
         """The program ended (or the driver's block): the last of its evidence is settled."""
+
+
+def implementing(parts, event: str) -> tuple:
+    """The parts whose class implements ``event`` itself (not the Protocol's empty default), in order: the observer
+    tells the events of every backward only to these, as pytest calls only the plugins that implement a hook (a long
+    run makes 10^5 backwards; each empty call is ~0.15 µs)."""
+    default = getattr(ObserverPart, event)
+    return tuple(part for part in parts if getattr(type(part), event, default) is not default)
