@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import warp as wp
 
-from gradcheck.measure.stats import StatsPlan, all_zero, host_checksums
+from gradcheck.measure.host_stats import host_checksums, host_table
+from gradcheck.measure.stats import StatsPlan, all_zero
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +48,43 @@ def test_all_zero_is_bits_not_values():
     reference = StatsPlan(shortcuts=False).table([zero, wp.zeros(3, dtype=wp.vec3, device="cpu")])
     assert [r for r in table.rows()] == [r for r in reference.rows()]
     assert list(table.sizes) == [16, 9]
+
+
+def _kernel_and_host(buffers, references):
+    kernel = StatsPlan(shortcuts=False).table(buffers, references)
+    host = StatsPlan().table(buffers, references)  # a few small CPU buffers: measure.host_stats fills it
+    return kernel, host
+
+
+def test_host_statistics_are_the_kernels_bit_for_bit(arrays):
+    rng = np.random.default_rng(11)
+    wide = rng.standard_normal(4000) * 10.0 ** rng.integers(-30, 30, 4000)  # sums that round differently by order
+    special = np.array([np.nan, -0.0, np.inf, -np.inf, 3e38, -3e38, 0.0, 3.0])  # squares past float32
+    buffers = [
+        *arrays,
+        wp.array(wide, dtype=wp.float64, device="cpu"),
+        wp.array(special.astype(np.float32), device="cpu"),
+    ]
+    assert host_table(buffers[:8], [None] * 8) is not None  # the host path is the one compared
+    kernel, host = _kernel_and_host(buffers[:8], [None] * 8)
+    assert kernel.rows() == host.rows()
+    assert list(kernel.sizes) == list(host.sizes)
+
+    # against references: the dot, the squared difference (1e300 where one side is not finite) and differing bits
+    others = [wp.clone(b) for b in buffers[:7]]
+    others[0].numpy()[:5] += np.float32(0.25)
+    others[4].numpy()[:] = np.array([np.nan, 0.0, np.inf, 2.0], dtype=np.float32)  # NaN~NaN, -0.0/0.0, Inf~Inf
+    others[6].numpy()[::3] *= 1.5
+    references = [others[0], None, others[2], others[3], others[4], None, others[6]]
+    kernel, host = _kernel_and_host(buffers[:7], references)
+    assert kernel.rows() == host.rows()
+
+
+def test_host_statistics_leave_to_the_kernel_what_they_cannot_do_exactly(arrays):
+    big = wp.zeros(1 << 13, dtype=float, device="cpu")
+    strided = wp.zeros((8, 8), dtype=float, device="cpu")[:, 1]
+    assert host_table([big], [None]) is None
+    assert host_table([strided], [None]) is None
+    assert host_table(arrays * 2, [None] * 10) is None  # more than a few buffers: one launch
+    assert host_table([arrays[0]], [arrays[2]]) is None  # a reference of another shape
+    assert host_table([wp.zeros(4, dtype=wp.int32, device="cpu")], [None]) is None  # not floats

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from operator import is_
 
+from gradcheck.measure.host_stats import FEW_BUFFERS, OUTPUT_TYPES, host_table
+
 CPU_CHUNK = 1 << 16
 CUDA_CHUNK = 1 << 12
 # On CPU a Warp kernel runs on one thread: the statistics of a 16M-value buffer take ~47 ms, while numpy compares
@@ -90,17 +92,7 @@ class StatsTable:
         return [self.row(i) for i in range(len(self))]
 
 
-_OUTPUTS = (
-    ("sumsq", "float64"),
-    ("maxabs", "float64"),
-    ("nans", "int64"),
-    ("infs", "int64"),
-    ("nonzero", "int64"),
-    ("checksum", "uint64"),
-    ("dot", "float64"),
-    ("diffsq", "float64"),
-    ("differ", "int64"),
-)
+_OUTPUTS = OUTPUT_TYPES  # the kernel's output columns (gradcheck.measure.host_stats fills the same)
 
 
 def gradient_stats(buffers: list, references: list | None = None, device=None) -> list[GradStats]:
@@ -146,6 +138,9 @@ class StatsPlan:
             # a few small buffers, all zero bits (what a zero step leaves): exact statistics without a launch
             sizes = np.array([b.size * _scalars(b) for b in buffers], dtype=np.int64)
             return StatsTable(columns, sizes, has_reference)
+        host = host_table(buffers, references) if self.shortcuts else None
+        if host is not None:  # a few small CPU buffers: the kernel's numbers, read in place (measure.host_stats)
+            return StatsTable(host[0], host[1], has_reference)
         keep = ()
         if self._same_as_last(buffers, references):
             device = self._last[2]
@@ -437,35 +432,6 @@ def all_zero(buffer) -> bool | None:
     if not buffer.ptr or not buffer.device.is_cpu or not buffer.is_contiguous:
         return None
     return not _bytes(buffer).any()
-
-
-def host_checksums(buffers: list) -> list[int] | None:
-    """The kernel's checksum of each buffer (sum of bits(g_i) * (2i + 1), mod 2**64), computed with NumPy on the
-    host where that is exact and cheap: a few small, contiguous CPU buffers of plain scalars. None otherwise (ask
-    the kernel). The fresh loss array a training loop allocates every iteration would otherwise rebuild a launch
-    plan on every audited backward for one value."""
-    import numpy as np
-
-    from gradcheck.warp_compat import bytes_per_scalar, scalar_type
-
-    if len(buffers) > FEW_BUFFERS:
-        return None
-    found = []
-    for buffer in buffers:
-        if not buffer.ptr or not buffer.device.is_cpu or not buffer.is_contiguous or buffer.size > HOST_ELEMENTS:
-            return None
-        width = _UNSIGNED.get(bytes_per_scalar(scalar_type(buffer.dtype)))
-        if width is None or _is_struct_array(buffer):
-            return None
-        bits = buffer.numpy().reshape(-1).view(width).astype(np.uint64)
-        position = np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-        found.append(int((bits * position).sum(dtype=np.uint64)))
-    return found
-
-
-_UNSIGNED = {2: "uint16", 4: "uint32", 8: "uint64"}  # bytes per scalar → the unsigned type of its bits
-HOST_ELEMENTS = 1 << 12  # a buffer up to this many elements may be summed on the host (host_checksums)
-FEW_BUFFERS = 8  # up to this many: each tested by all_zero before a launch is built (a NumPy view each, ~5 µs)
 
 
 def _scalars(buffer) -> int:

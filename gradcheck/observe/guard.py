@@ -80,9 +80,7 @@ class _Scope:
         guard = self.guard
         guard.depth += 1
         if self.wanted and not guard.quiet:
-            from gradcheck.warp_compat.runtime import quiet
-
-            self.quiet = quiet()
+            self.quiet = _silence()
             self.quiet.__enter__()
             guard.quiet = True
 
@@ -98,6 +96,19 @@ class _Scope:
             return False
         guard.internal(f"{guard.role}: {self.component}", exc)  # gradcheck's own failure must not end the program
         return True
+
+
+def _silence():
+    """warp_compat.runtime.quiet(), imported once (an import statement on each outermost scope cost ~0.5 µs)."""
+    global _quiet
+    if _quiet is None:
+        from gradcheck.warp_compat.runtime import quiet
+
+        _quiet = quiet
+    return _quiet()
+
+
+_quiet = None
 
 
 class Guarded:

@@ -36,6 +36,7 @@ class InputWatch:
         self.changed: list[tuple[object, tuple[str, ...], int, int]] = []
         self.checked = False
         self._tape = None
+        self._seen: set[int] = set()  # tape positions after_launch saw (close() reads the others)
 
     def after_launch(self, tape, call, arguments) -> None:
         """A launch was just recorded on ``tape``: what it read, fingerprinted now (first reader only)."""
@@ -43,6 +44,7 @@ class InputWatch:
 
         self._tape = tape
         index = len(tape.launches) - 1
+        self._seen.add(index)
         for array in _read_inputs(call_access(call)):
             key = id(array)
             if key not in self.arrays:
@@ -55,11 +57,12 @@ class InputWatch:
         from gradcheck.warp_compat import launch_sites, tape_launches
 
         self._tape = tape
-        seen = {i for _a, _f, i in self.arrays.values()}
         launches = tape_launches(tape)
+        if len(self._seen) == len(launches):
+            return  # every launch was seen as it ran (the common case): no access is built again
         sites = launch_sites(launches)
-        for access in recorded_accesses(launches):
-            if access.index in seen or access.kind != "launch":
+        for access in recorded_accesses(launches, skip=self._seen):
+            if access.kind != "launch":
                 continue
             for array in _read_inputs(access):
                 key = id(array)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradcheck.measure.host_stats import host_checksums
 from gradcheck.measure.liveness import readable
-from gradcheck.measure.stats import StatsPlan, host_checksums
+from gradcheck.measure.stats import StatsPlan
 from gradcheck.model.trace import Residue, Survivor
 
 FEW_LOOKUPS = 64  # reached buffers: up to this many, every measured one is looked up instead of read again

@@ -203,14 +203,17 @@ def copy_access(dest, src, index: int | None = None) -> LaunchAccess:
     )
 
 
-def recorded_accesses(launches):
+def recorded_accesses(launches, skip=frozenset()):
     """The access of each entry of a tape's launch list that moves values, in recording order: its kernel launches
     and its recorded copies (whole or partial; ``wp.clone`` and ``array.assign`` record one too). Other
-    ``record_func`` entries are the program's own backward code: what they touch is not known here."""
+    ``record_func`` entries are the program's own backward code: what they touch is not known here. ``skip``: tape
+    positions not wanted (not built)."""
     from gradcheck.warp_compat import launch_io, recorded_copy
 
     kernels = {index: (kernel, inputs, outputs) for index, kernel, inputs, outputs in launch_io(launches)}
     for index, entry in enumerate(launches):
+        if index in skip:
+            continue
         if index in kernels:
             yield launch_access(*kernels[index], index=index)
             continue
