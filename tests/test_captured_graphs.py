@@ -12,6 +12,7 @@ import pytest
 from conftest import TESTS, exec_json
 
 from gradcheck.model.exit_codes import ExitCode
+from gradcheck.model.findings import Severity
 
 PROGRAM = str(TESTS / "programs" / "exec" / "captured_training.py")
 
@@ -109,3 +110,17 @@ def test_a_write_after_read_in_a_captured_forward_is_found(device, capture, mist
     loud = [(f["check"], f["severity"], f["subject"]) for f in scenario["findings"] if f["severity"] != "info"]
     assert loud == [("write-after-read", "warning", subject)], scenario["notes"]
     assert launches in scenario["findings"][0]["message"]
+
+
+def test_a_capture_made_between_audited_windows_is_still_watched():
+    """Between audited windows the recording hooks are off (warp_compat.hooks.TapeSwitch): a capture that starts
+    there turns them on (``wp.capture_begin``), so the forward recorded into the graph is still its graph's and a
+    write-after-read in it is found at the next audited replay (it was missed when the capture was not told)."""
+    _skip_unless("cpu")
+    from conftest import audited
+
+    args = ["--capture", "forward", "--device", "cpu", "--warmup", "10", "--iterations", "30"]
+    found = audited(PROGRAM, *args, "--mistake", "shared-scratch", cadence=(2, 16)).findings
+    assert [(f.check, f.subject) for f in found if f.severity > Severity.INFO] == [("write-after-read", "scratch")]
+    clean = audited(PROGRAM, *args, cadence=(2, 16)).findings
+    assert [f for f in clean if f.severity > Severity.INFO] == []

@@ -168,6 +168,9 @@ class BlameHooks(ObserverPart):
         with self.guard("blame"):
             self.tests.before_launch(call, tape)
 
+    def idle(self, backwards: int) -> bool:
+        return self.tests.idle(backwards)
+
     def on_tape_enter(self, tape, backwards: int) -> None:
         if self.tests.idle(backwards):
             return  # most recordings of a long run: nothing to copy (a few lookups, not the calls below)

@@ -40,6 +40,7 @@ class AuditWindow(ObserverPart):
         self.audited = 0  # backwards that got the full evidence
         self.light = False  # between audited windows: launches and host reads not watched
         self.switch = None  # the hooks' launch switch, while the observer is installed (warp_compat.hooks)
+        self.tape_switch = None  # the hooks' recording and zero-step switch, likewise
         self.sentinel = Sentinel()  # the NaN/Inf watch of the backwards between audited ones
 
     def full(self, backward: int) -> bool:
@@ -64,6 +65,16 @@ class AuditWindow(ObserverPart):
         else:
             self.switch.off()
 
+    def recordings(self, on: bool) -> None:
+        """The hooks' recording and zero-step switch on or off (a no-op while not installed): off between windows
+        while no part waits for the next recording (the observer asks after each backward it skips)."""
+        if self.tape_switch is None:
+            return
+        if on:
+            self.tape_switch.on()
+        else:
+            self.tape_switch.off()
+
     def leave(self) -> None:
         """Leave the audited window: its zero step is judged and its iteration closed now; what it watched (the
         leftovers, the gradients' use) ends here, so the next audited backward starts afresh."""
@@ -77,6 +88,7 @@ class AuditWindow(ObserverPart):
         """An audited backward is coming: its recording's launches and what follows it are watched again."""
         self.light = False
         self.launches(True)
+        self.recordings(True)
 
     def stays_light(self, growing: bool, structs_clean: Callable[[], bool]) -> bool:
         """A backward the cadence skips stays unaudited unless the tape passes structs whose adjoint pointers are

@@ -122,6 +122,18 @@ class Observer:
         """Set by the hooks while installed: launches and host reads watched or not (observe.cadence)."""
         self.window.switch = switch
 
+    @property
+    def tape_switch(self):
+        return self.window.tape_switch
+
+    @tape_switch.setter
+    def tape_switch(self, switch) -> None:
+        """Set by the hooks while installed: recordings and zero steps watched or not (observe.cadence)."""
+        self.window.tape_switch = switch
+
+    def on_capture_begin(self) -> None:
+        self.window.recordings(True)  # what is recorded in a capture is the graph's: told even between windows
+
     def on_capture_end(self, graph) -> None:
         self.graphs.on_capture_end(graph)
 
@@ -386,6 +398,9 @@ class Observer:
     def _light_backward(self, run, tape, loss, grads):
         self.backwards += 1
         result = self.window.unaudited(run, self.book.params, lambda: self._late_audit(tape, loss, grads))
+        if self.window.light:  # the next recording is watched only if its backward is audited or a part waits for it
+            done = self.backwards
+            self.window.recordings(self.window.full(done + 1) or not all(p.idle(done) for p in self._entering))
         self._tell_driver()
         return result
 

@@ -52,6 +52,11 @@ class BackwardEvent:
 class ObserverPart(Protocol):
     """The events the observer tells each of its parts, in this order over a program's life."""
 
+    def idle(self, backwards: int) -> bool:
+        """Nothing to do at the recording and backward that follow ``backwards`` backwards (between audited windows
+        the observer then lets recordings go unhooked). The Protocol's own says no (None): a part that implements
+        ``on_tape_enter`` keeps the recording hooks on unless it says otherwise."""
+
     def on_tape_enter(self, tape, backwards: int) -> None:
         """A recording starts (``with tape:``), ``backwards`` backwards after the program began, whether or not the
         cadence audits its backward."""

@@ -10,7 +10,8 @@ are no backwards of their own. ``--mistake no-zero`` leaves out ``tape.zero()``:
 the last iteration's gradients. ``--mistake shared-scratch`` adds a second term through one scratch buffer used
 twice: the first term's reader sees the second term's values when backward runs (a write-after-read).
 ``--mistake stale-read`` adds a term that reads a control before the forward writes it (as Newton's drone cost
-reads the next control): the forward used last iteration's control, its backward sees this one's.
+reads the next control): the forward used last iteration's control, its backward sees this one's. ``--warmup N``:
+N plain training iterations (no capture, no mistake) first, so the capture comes between audited windows.
 """
 
 import argparse
@@ -66,6 +67,7 @@ parser.add_argument("--capture", default="both", choices=["both", "forward"])
 parser.add_argument("--mistake", default="none", choices=["none", "no-zero", "shared-scratch", "stale-read"])
 parser.add_argument("--iterations", type=int, default=5)
 parser.add_argument("--device", default=None)
+parser.add_argument("--warmup", type=int, default=0, help="plain training iterations (no mistake) before the capture")
 options = parser.parse_args()
 
 with wp.ScopedDevice(options.device):
@@ -89,6 +91,16 @@ with wp.ScopedDevice(options.device):
         if options.mistake == "stale-read":
             wp.launch(next_control_cost, dim=1, inputs=[control, x], outputs=[loss])
             wp.launch(set_control, dim=4, inputs=[x], outputs=[control])
+
+    for _ in range(options.warmup):  # a plain loop first: under gradcheck exec, the capture comes long after
+        plain = wp.Tape()
+        with plain:
+            loss.zero_()
+            wp.launch(double, dim=4, inputs=[x, b], outputs=[y])
+            wp.launch(squared_distance, dim=4, inputs=[y, target], outputs=[loss])
+        plain.backward(loss)
+        wp.launch(sgd, dim=4, inputs=[x, x.grad, 0.05])
+        plain.zero()
 
     # compile before capturing: a graph cannot hold a module load
     wp.load_module(device=wp.get_device())
