@@ -33,7 +33,9 @@ class _Named:
         return getattr(self._module(), self.function)(document, color=color, width=width, verbose=verbose)
 
     def _module(self):
-        if self.module == "table":
+        if self.module == "plain_table":
+            from gradcheck.formats import plain_table as module
+        elif self.module == "table":
             from gradcheck.formats import table as module
         elif self.module == "json_format":
             from gradcheck.formats import json_format as module
@@ -49,7 +51,7 @@ class _Named:
 
 RENDERERS: dict[str, dict[OutputFormat, Renderer]] = {
     "report": {
-        OutputFormat.table: _Named("table", "render"),
+        OutputFormat.table: _Named("plain_table", "render"),  # Rich's table (formats.table) where it must draw it
         OutputFormat.json: _Named("json_format", "render"),
         OutputFormat.junit: _Named("junit", "render"),
     },

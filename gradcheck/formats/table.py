@@ -266,8 +266,10 @@ def _blame(console, blame, verbose: bool) -> None:
         )
 
 
-def _default_test_line(blame) -> str:
-    """exec's default adjoint test when no kernel is wrong: one line (the table is for --verbose and --blame)."""
+def _default_test_line(blame, escape=None) -> str:
+    """exec's default adjoint test when no kernel is wrong: one line (the table is for --verbose and --blame).
+    ``escape``: how the reasons are put in (Rich's markup escape; ``str`` for formats.plain_table)."""
+    escape = escape or _escape
     statuses: dict[str, int] = {}
     for k in blame.kernels:
         for status, n in k.statuses.items():
@@ -277,7 +279,7 @@ def _default_test_line(blame) -> str:
     line = f"adjoint test ({blame.why}): {tested} of {len(blame.kernels)} kernels tested ({counts or 'none'})"
     line += f" in {blame.seconds:.1f} s"
     if blame.not_checked:
-        line += "; not tested: " + "; ".join(f"{n} {_escape(reason)}" for reason, n in blame.not_checked.items())
+        line += "; not tested: " + "; ".join(f"{n} {escape(reason)}" for reason, n in blame.not_checked.items())
     return line
 
 
