@@ -180,9 +180,7 @@ class BlameHooks(ObserverPart):
         if self.tests.recording and self.window.light:
             self.window.launches(True)  # the cadence skips this backward, the launches of its recording are copied
 
-    def on_backward_begin(self, backward: BackwardEvent) -> None:
-        if self.tests.idle(backward.number - 1):
-            return
+    def on_backward_begin(self, backward: BackwardEvent) -> None:  # told only when not idle (observe.parts)
         self.settle()
         with self.guard("blame", quiet=False):  # on every backward: hands a recording on (copies, no kernel of its own)
             self.tests.on_backward(backward.tape, backward.loss, backward.grads, backward.number)

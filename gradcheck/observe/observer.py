@@ -320,10 +320,9 @@ class Observer:
             self.graphs.recorded_backward(tape, loss, grads)
             return run()
         number = self.backwards + 1
-        if self._beginning:
-            event = BackwardEvent(tape, loss, grads, number)
-            for part in self._beginning:
-                part.on_backward_begin(event)  # exec's launch tests: the backward they test
+        for part in self._beginning:
+            if not part.idle(number - 1):  # most backwards of a long run: no event built, no call
+                part.on_backward_begin(BackwardEvent(tape, loss, grads, number))  # exec's launch tests
         if not self.window.full(number) and self._stays_light(tape):
             return self._light_backward(run, tape, loss, grads)
         self.window.arm()
@@ -398,9 +397,13 @@ class Observer:
     def _light_backward(self, run, tape, loss, grads):
         self.backwards += 1
         result = self.window.unaudited(run, self.book.params, lambda: self._late_audit(tape, loss, grads))
-        if self.window.light:  # the next recording is watched only if its backward is audited or a part waits for it
+        window = self.window
+        if window.light:  # the next recording is watched only if its backward is audited or a part waits for it
             done = self.backwards
-            self.window.recordings(self.window.full(done + 1) or not all(p.idle(done) for p in self._entering))
+            watched = window.full(done + 1)
+            for part in self._entering:
+                watched = watched or not part.idle(done)
+            window.recordings(watched)
         self._tell_driver()
         return result
 

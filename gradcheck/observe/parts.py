@@ -53,9 +53,9 @@ class ObserverPart(Protocol):
     """The events the observer tells each of its parts, in this order over a program's life."""
 
     def idle(self, backwards: int) -> bool:
-        """Nothing to do at the recording and backward that follow ``backwards`` backwards (between audited windows
-        the observer then lets recordings go unhooked). The Protocol's own says no (None): a part that implements
-        ``on_tape_enter`` keeps the recording hooks on unless it says otherwise."""
+        """Nothing to do at the recording and backward that follow ``backwards`` backwards: the observer then tells
+        it neither (and between audited windows lets recordings go unhooked). The Protocol's own says no (None): a
+        part that implements ``on_tape_enter`` or ``on_backward_begin`` is told unless it says otherwise."""
 
     def on_tape_enter(self, tape, backwards: int) -> None:
         """A recording starts (``with tape:``), ``backwards`` backwards after the program began, whether or not the
