@@ -114,11 +114,14 @@ class KernelTests:
         entry = self._recordings.get(id(tape))
         if entry is None or not call.recorded:
             return
-        self._record(entry[1], (call.kernel, call.get("dim"), call.inputs, call.outputs, call.options()))
+        from gradcheck.tape.launch_access import call_access
 
-    def _record(self, recording: _Recording, arguments: tuple) -> None:
+        arguments = (call.kernel, call.get("dim"), call.inputs, call.outputs, call.options())
+        self._record(entry[1], arguments, call_access(call))
+
+    def _record(self, recording: _Recording, arguments: tuple, access=None) -> None:
         """One launch (kernel, dim, inputs, outputs, options) of a recording: selected for a test or not, copied
-        when the recording is copied whole or it is selected."""
+        when the recording is copied whole or it is selected. ``access``: the launch's, when the caller has it."""
         kernel, _dim, inputs, outputs, _options = arguments
         key = self._select(kernel, list(inputs) + list(outputs), recording)
         recorder = recording.recorder
@@ -128,7 +131,7 @@ class KernelTests:
         self._flush(recording)
         if key is not None:
             recording.selected.append((len(recorder.launches), key))
-        recorder.before(*arguments, copy=recording.full or key is not None)
+        recorder.before(*arguments, copy=recording.full or key is not None, access=access)
         if recording.full and recorder.over_budget_at is not None:
             recording.full = False  # too large to copy whole: only the launches to test, from the reserve
             recorder.budget += TEST_BUDGET_BYTES

@@ -67,13 +67,14 @@ class LaunchRecorder:
 
         self.functions[index] = (list(arrays), caller_site())
 
-    def before(self, kernel, dim, inputs, outputs, options, copy: bool = True) -> None:
+    def before(self, kernel, dim, inputs, outputs, options, copy: bool = True, access=None) -> None:
         """A launch about to run: recorded, with copies of its arguments unless ``copy`` is False (the default
-        adjoint test copies only the launches it tests, and every launch of a tape whose units it may test)."""
+        adjoint test copies only the launches it tests, and every launch of a tape whose units it may test).
+        ``access``: the launch's LaunchAccess when the caller has built it already (the observer's launch hook)."""
         from gradcheck.warp_compat import capturing
 
         launch = Launch(len(self.launches), kernel, dim, inputs, outputs, options)
-        access = launch_access(kernel, inputs, outputs)
+        access = access or launch_access(kernel, inputs, outputs)
         launch.arrays_in, launch.arrays_out = access.inputs(), access.outputs()
         launch.reads = frozenset(map(id, launch.arrays_in))
         launch.access_known = access.known

@@ -158,10 +158,16 @@ def kernel_roles(kernel, count: int, inputs: int) -> tuple[ArgumentRole, ...]:
     return _ROLES[key][1]
 
 
+_SCALARS = frozenset((float, int, bool, type(None)))
+
+
 def carried_arrays(value, array_type) -> tuple:
     """The arrays an argument carries: itself when it is an array with memory (its type, not what its
     ``__class__`` claims), the array fields of a struct (nested ones too), else none."""
-    if issubclass(type(value), array_type):
+    kind = type(value)
+    if kind in _SCALARS:
+        return ()  # most non-array arguments (a time step, a count): no import, no struct test
+    if issubclass(kind, array_type):
         return (value,) if getattr(value, "ptr", None) else ()
     from gradcheck.warp_compat import arrays_of, is_struct_instance
 
