@@ -154,6 +154,7 @@ class BlameHooks(ObserverPart):
 
     def __init__(self, tests, guard: Guard, window: AuditWindow, params: Callable[[], list]) -> None:
         self.tests, self.guard, self.window, self._params = tests, guard, window, params
+        self.idle = tests.idle  # asked before every backward of a long run: the tests' own answer, one call
 
     @property
     def recording(self) -> bool:
@@ -168,7 +169,7 @@ class BlameHooks(ObserverPart):
         with self.guard("blame"):
             self.tests.before_launch(call, tape)
 
-    def idle(self, backwards: int) -> bool:
+    def idle(self, backwards: int) -> bool:  # bound to the tests' own in __init__ (one call, not two)
         return self.tests.idle(backwards)
 
     def on_tape_enter(self, tape, backwards: int) -> None:

@@ -90,17 +90,17 @@ class AuditWindow(ObserverPart):
         self.launches(True)
         self.recordings(True)
 
-    def stays_light(self, growing: bool, structs_clean: Callable[[], bool]) -> bool:
+    def stays_light(self, growing: bool, structs_clean: Callable[[], bool] | None) -> bool:
         """A backward the cadence skips stays unaudited unless the tape passes structs whose adjoint pointers are
         stale or dangling now (those are judged before every backward, and one found makes it an audited one:
-        ``structs_clean``), or the loss is growing with a gradient (``growing``: observe.divergence needs
+        ``structs_clean``; None: the tape passes none), or the loss is growing with a gradient (``growing``: observe.divergence needs
         consecutive backwards to see it diverge)."""
         if growing:
             return False  # the loss and a gradient grew on the last backward: each next one is audited till it falls
         if not self.light:
             with self.guard("iteration"):
                 self.leave()
-        return structs_clean()
+        return structs_clean() if structs_clean is not None else True
 
     def unaudited(self, run, params: Callable[[], list], nonfinite: Callable[[], None]):
         """Run a backward the cadence skips; ``nonfinite()`` when a param's gradient went non-finite on it (what can
@@ -129,15 +129,14 @@ class Sentinel:
         self._plan = None
 
     def finite(self, params) -> bool:
-        import numpy as np
-
-        grads = tuple(getattr(param, "grad", None) for param in params)
+        grads = [getattr(param, "grad", None) for param in params]
         if len(grads) != len(self._grads) or any(map(is_not, grads, self._grads)):
-            self._prepare(grads)
-        isfinite = np.isfinite
-        for view in self._host:
-            if not isfinite(view).all():
-                return False
+            self._prepare(tuple(grads))
+        if self._host:
+            isfinite, every = self._numpy
+            for view in self._host:
+                if not every(isfinite(view)):
+                    return False
         if self._device:
             from gradcheck.measure.stats import StatsPlan
             from gradcheck.warp_compat.runtime import quiet
@@ -148,14 +147,18 @@ class Sentinel:
         return True
 
     def _prepare(self, grads: tuple) -> None:
+        import numpy as np
+
         from gradcheck.measure.liveness import readable
         from gradcheck.warp_compat import is_float_array
+
+        self._numpy = (np.isfinite, np.logical_and.reduce)  # looked up once: asked after every skipped backward
 
         self._grads, self._host, self._device = grads, [], []
         for grad in grads:
             if grad is None or not is_float_array(grad) or grad.size > SENTINEL_ELEMENTS or not readable(grad):
                 continue
             if grad.device.is_cpu and grad.is_contiguous:
-                self._host.append(grad.numpy())
+                self._host.append(grad.numpy().reshape(-1))  # flat: one reduction over every value
             else:
                 self._device.append(grad)

@@ -391,7 +391,8 @@ class Observer:
         self._last, self._moved, self._leaf_values = None, False, None
 
     def _stays_light(self, tape) -> bool:
-        clean = functools.partial(self.pointers.clean, tape, self.arguments, self.guard)  # asked only when needed
+        structs = self.arguments.struct_roots or self.pointers.watching  # none (most runs): nothing to ask
+        clean = functools.partial(self.pointers.clean, tape, self.arguments, self.guard) if structs else None
         return self.window.stays_light(self.log.growth.following, clean)
 
     def _light_backward(self, run, tape, loss, grads):

@@ -289,9 +289,11 @@ def capturing() -> bool:
     """Whether the current device is capturing a graph (CUDA stream capture; on 1.19, CPU graph capture too).
 
     While it does, launches and copies are recorded into the program's graph, not run: gradcheck must not launch,
-    copy or read anything then (its own kernels would end up in the program's graph, its reads see nothing)."""
-    import warp as wp
-
+    copy or read anything then (its own kernels would end up in the program's graph, its reads see nothing).
+    Asked on every backward of a long run: Warp is looked up, not imported (a program that asks has imported it)."""
+    wp = sys.modules.get("warp")
+    if wp is None:
+        return False
     try:
         return bool(getattr(wp.get_device(), "is_capturing", False))
     except Exception:  # noqa: BLE001 - a device that cannot say is not capturing anything gradcheck started
