@@ -82,12 +82,18 @@ class _Quiet:
             return
         # Warp's config while gradcheck works: ``quiet`` (before 1.10) on, ``log_level`` at least LOG_WARNING (from
         # 1.10: what Warp logs above it still shows)
+        # only what must change is set (Warp's config checks each assignment, ~0.5 µs): a program that keeps Warp
+        # quiet itself (many training loops do) costs nothing here
         quiet = self.quiet = getattr(config, "quiet", _ABSENT)
         level = self.level = getattr(config, "log_level", _ABSENT)
-        if quiet is not _ABSENT:
+        if quiet is not _ABSENT and quiet is not True:
             config.quiet = True
-        if level is not _ABSENT:
+        else:
+            self.quiet = _ABSENT
+        if level is not _ABSENT and not (isinstance(level, int) and level >= 30):
             config.log_level = max(level, 30)
+        else:
+            self.level = _ABSENT
 
     def __exit__(self, *exc) -> None:
         try:
