@@ -58,22 +58,12 @@ class AuditWindow(ObserverPart):
 
     def launches(self, on: bool) -> None:
         """The hooks' launch switch on or off (a no-op while not installed)."""
-        if self.switch is None:
-            return
-        if on:
-            self.switch.on()
-        else:
-            self.switch.off()
+        _flip(self.switch, on)
 
     def recordings(self, on: bool) -> None:
         """The hooks' recording and zero-step switch on or off (a no-op while not installed): off between windows
         while no part waits for the next recording (the observer asks after each backward it skips)."""
-        if self.tape_switch is None:
-            return
-        if on:
-            self.tape_switch.on()
-        else:
-            self.tape_switch.off()
+        _flip(self.tape_switch, on)
 
     def leave(self) -> None:
         """Leave the audited window: its zero step is judged and its iteration closed now; what it watched (the
@@ -111,6 +101,11 @@ class AuditWindow(ObserverPart):
             if not self.sentinel.finite(params()):
                 nonfinite()
         return result
+
+
+def _flip(switch, on: bool) -> None:
+    if switch is not None:
+        switch.on() if on else switch.off()
 
 
 SENTINEL_ELEMENTS = 1 << 20  # per array: a larger param's gradient is read only on audited backwards
