@@ -7,13 +7,17 @@ few µs. Only where the result is the kernel's exactly: the kernel sums each row
 row, and ``np.cumsum`` (an accumulate) adds in the same order, where ``np.sum``'s pairwise summation would not; the
 checksum is integer arithmetic modulo 2**64. tests/test_stats_host.py holds every column to the kernel's on
 float16/32/64 and vector arrays with NaN, Inf and -0.0, with and without references. Anything else (a GPU buffer,
-a strided or struct array, a large one, many buffers: one launch is cheaper) is the kernel's: None here.
+a strided or struct array, a large one, more than a buffer or two: one launch is cheaper) is the kernel's: None here.
 """
 
 from __future__ import annotations
 
 HOST_ELEMENTS = 1 << 12  # a buffer up to this many elements may be read on the host
-FEW_BUFFERS = 8  # up to this many buffers; more are one launch
+FEW_BUFFERS = 8  # checksums (a few NumPy calls each) of up to this many buffers; more are one launch
+# Statistics: a reused launch plan costs ~40 µs however many rows, NumPy ~15 µs a row and as much again for its
+# reference (measured on small CPU buffers), a plan built afresh ~200 µs: the host takes up to two such units (one
+# gradient and its reference, or two gradients), where it is cheaper whatever the plan.
+HOST_UNITS = 2
 _UNSIGNED = {2: "uint16", 4: "uint32", 8: "uint64"}  # bytes per scalar → the unsigned type of its bits
 
 
@@ -50,7 +54,7 @@ def host_table(buffers: list, references: list):
     ``references`` (None entries: no reference), or None when any of them is not the host's to read."""
     import numpy as np
 
-    if len(buffers) > FEW_BUFFERS:
+    if sum(1 if reference is None else 2 for reference in references) > HOST_UNITS:
         return None
     rows = []
     for buffer, reference in zip(buffers, references):
