@@ -93,17 +93,11 @@ def _checked(
         from gradcheck.cli.run import check_paths
 
         check_paths(output, graph, program_inputs(target, module is not None))
-    if output is None and _closed(1):
+    from gradcheck.cli.output import is_open
+
+    if output is None and not is_open(1):
         raise UsageError("stdout is closed, so the report could not be written; give --output FILE")
     return target, output, graph
-
-
-def _closed(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-    except OSError:
-        return True
-    return False
 
 
 def _report(result, run, fail_on, debug: bool):

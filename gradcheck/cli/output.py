@@ -159,7 +159,7 @@ def stdout_to_stderr():
 
 def _point_fd1_at_stderr():
     """fd 1 onto fd 2; returns what puts it back (closes it again when it was closed). Raises OSError."""
-    saved = os.dup(1) if _is_open(1) else None
+    saved = os.dup(1) if is_open(1) else None
     try:
         os.dup2(2, 1)
     except OSError:
@@ -177,7 +177,8 @@ def _point_fd1_at_stderr():
     return restore
 
 
-def _is_open(fd: int) -> bool:
+def is_open(fd: int) -> bool:
+    """Whether file descriptor ``fd`` is open (a program started with ``>&-`` has no stdout)."""
     try:
         os.fstat(fd)
     except OSError:

@@ -13,7 +13,6 @@ same text on the built-in scenarios' and programs' reports, clean and faulty, at
 from __future__ import annotations
 
 from gradcheck.formats import table
-from gradcheck.model.paths import family, group_by_family
 
 _ONE_CELL = set("—×·…→←▁▂▃▄▅▆▇█!")  # non-ASCII characters one cell wide in every terminal Rich measures
 
@@ -33,9 +32,7 @@ class _Unsure(Exception):
 def _lines(report, width: int) -> list[str] | None:
     out: list[str] = []
     try:
-        env = report.environment
-        versions = ", ".join(f"{k} {env[k]}" for k in ("gradcheck", "warp", "newton") if env.get(k))
-        _line(out, f"gradcheck report — device {env.get('device') or '?'} — {versions}", width)
+        _line(out, table.header(report), width)
         if report.error:
             raise _Unsure
         for result in report.scenarios:
@@ -50,19 +47,13 @@ def _lines(report, width: int) -> list[str] | None:
 def _scenario(out: list[str], result, width: int) -> None:
     if result.error or result.clip or result.findings:
         raise _Unsure
-    title = result.name + (f" --fault {result.fault}" if result.fault else "")
-    options = " ".join(f"{k}={v}" for k, v in result.options.items())
+    title, options = table.titles(result)
     title += f"  ({options})" if options else ""
     if _cells(title) > width - 2:
         raise _Unsure  # Rich truncates it with an ellipsis
     out.append("")
     out.append(f"{title} " + "─" * (width - _cells(title) - 1))  # Rich's left-aligned rule
-    plural = "passes" if result.unit == "pass" else f"{result.unit}s"
-    units = result.unit if result.passes == 1 else plural
-    device = result.device or "no device"
-    _line(
-        out, f"{result.passes} {units} on {device} in {result.seconds:.2f} s; loss {table._loss(result.losses)}", width
-    )
+    _line(out, table.units_line(result), width)
     for note in result.notes:
         _line(out, f"note: {note}", width)
     _params(out, result, width)
@@ -74,43 +65,12 @@ def _scenario(out: list[str], result, width: int) -> None:
 def _params(out: list[str], result, width: int) -> None:
     if not result.params:
         return
-    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
-    families = [
-        (m, table._verdicts(m, silenced)) for m in group_by_family(result.params, key=lambda p: p.subject).values()
-    ]
-    shown = table._first_rows(families, table.PARAM_ROWS)
+    families, shown = table.param_rows(result, verbose=False)
     headers = ["param gradient", "pass 1", "last", "last/1", "norm per pass", "verdict"]
-    rows = [_param_cells(members, verdicts) for members, verdicts in shown]
-    _table(out, headers, rows, right={1, 2, 3}, width=width, first_min=_name_width(rows, headers, width))
+    rows = [table.param_values(members, verdicts, None) for members, verdicts in shown]
+    _table(out, headers, rows, right={1, 2, 3}, width=width, first_min=table.name_width(rows, headers, width))
     if len(shown) < len(families):
-        flagged = sum(1 for _m, v in families if v) - sum(1 for _m, v in shown if v)
-        _line(
-            out,
-            f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)",
-            width,
-        )
-
-
-def _param_cells(members, verdicts) -> list[str]:
-    """table._param_cells without Rich's markup."""
-    import math
-
-    label = members[0].subject if len(members) == 1 else f"{family(members[0].subject)} ×{len(members)}"
-    norms = table._family_norms(members)
-    ratio = norms[-1] / norms[0] if norms and norms[0] and math.isfinite(norms[0]) else math.nan
-    first, last = (norms[0], norms[-1]) if norms else (math.nan, math.nan)
-    verdict = ", ".join(verdicts) if verdicts else "ok"
-    return [label, table._num(first), table._num(last), table._num(ratio, ratio=True), table.sparkline(norms), verdict]
-
-
-def _name_width(rows, headers, width: int) -> int:
-    """table._name_width on plain cells."""
-    if not rows:
-        return 1
-    numbers = sum(max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(1, len(headers) - 1))
-    verdict = max(len(word) for row in rows for word in row[-1].split())
-    name = max(len(word) for row in rows for word in row[0].split())
-    return max(8, min(name, width - numbers - verdict - 2 * (len(headers) - 1)))
+        _line(out, table.more_params_line(families, shown), width)
 
 
 def _table(

@@ -42,15 +42,32 @@ def render(report, *, color: bool = False, width: int = 100, verbose: bool = Fal
     family and every kernel; the default view groups and counts them so a run's report fits one screen."""
     buffer = io.StringIO()
     console = text_console(buffer, color, width)
-    env = report.environment
-    versions = ", ".join(f"{k} {env[k]}" for k in ("gradcheck", "warp", "newton") if env.get(k))
-    console.print(f"gradcheck report — device {env.get('device') or '?'} — {versions}", markup=False)
+    console.print(header(report), markup=False)
     if report.error:
         console.print(f"[bold red]error:[/] {_escape(report.error)}")
     for result in report.scenarios:
         _scenario(console, result, verbose)
     console.print(_summary(report))
     return buffer.getvalue()
+
+
+def header(report) -> str:
+    env = report.environment
+    versions = ", ".join(f"{k} {env[k]}" for k in ("gradcheck", "warp", "newton") if env.get(k))
+    return f"gradcheck report — device {env.get('device') or '?'} — {versions}"
+
+
+def titles(result) -> tuple[str, str]:
+    """(the scenario's title, its options), as its rule shows them."""
+    title = result.name + (f" --fault {result.fault}" if result.fault else "")
+    return title, " ".join(f"{k}={v}" for k, v in result.options.items())
+
+
+def units_line(result) -> str:
+    """How many passes (or backwards) ran, where, how long, and the loss."""
+    plural = "passes" if result.unit == "pass" else f"{result.unit}s"
+    units = result.unit if result.passes == 1 else plural
+    return f"{result.passes} {units} on {result.device or 'no device'} in {result.seconds:.2f} s; loss {_loss(result.losses)}"
 
 
 def sparkline(values) -> str:
@@ -70,8 +87,7 @@ def sparkline(values) -> str:
 
 
 def _scenario(console, result, verbose: bool) -> None:
-    title = result.name + (f" --fault {result.fault}" if result.fault else "")
-    options = " ".join(f"{k}={v}" for k, v in result.options.items())
+    title, options = titles(result)
     console.print()
     console.rule(f"[bold]{_escape(title)}[/]" + (f"  ({_escape(options)})" if options else ""), align="left")
     if result.error:
@@ -80,10 +96,7 @@ def _scenario(console, result, verbose: bool) -> None:
             console.print(result.traceback, markup=False)
         if not result.passes:
             return  # else the passes that finished before it, checked, as for any scenario
-    plural = "passes" if result.unit == "pass" else f"{result.unit}s"
-    units = result.unit if result.passes == 1 else plural
-    line = f"{result.passes} {units} on {result.device or 'no device'} in {result.seconds:.2f} s; loss {_loss(result.losses)}"
-    console.print(line, markup=False)
+    console.print(units_line(result), markup=False)
     for note in result.notes:
         console.print(f"[bold yellow]note:[/] {_escape(note)}")
     if result.clip:
@@ -110,11 +123,8 @@ def _params(console, result, verbose: bool) -> None:
 
     if not result.params:
         return
-    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
-    by_family = group_by_family(result.params, key=lambda p: p.subject).values()
-    families = [(members, _verdicts(members, silenced)) for members in by_family]
-    shown = families if verbose else _first_rows(families, PARAM_ROWS)
-    rows = [_param_cells(members, verdicts, result.clip) for members, verdicts in shown]
+    families, shown = param_rows(result, verbose)
+    rows = [param_values(members, verdicts, result.clip) for members, verdicts in shown]
     params = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     params.add_column("param gradient", overflow="fold", ratio=3)
     params.add_column("pass 1", justify="right", no_wrap=True)
@@ -124,27 +134,37 @@ def _params(console, result, verbose: bool) -> None:
     if result.clip:
         params.add_column("clipped", justify="right", no_wrap=True)
     params.add_column("verdict", overflow="fold", ratio=1)
-    params.columns[0].min_width = _name_width(rows, [str(c.header) for c in params.columns], console.width)
+    params.columns[0].min_width = name_width(rows, [str(c.header) for c in params.columns], console.width)
     for row in rows:
-        params.add_row(*row)
+        style = "green" if row[-1] == "ok" else "red"
+        params.add_row(_escape(row[0]), *row[1:-1], f"[{style}]{row[-1]}[/]")
     console.print(params)
     if len(shown) < len(families):
-        flagged = sum(1 for _m, v in families if v) - sum(1 for _m, v in shown if v)
-        console.print(f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)")
+        console.print(more_params_line(families, shown))
 
 
-def _name_width(rows, headers, width: int) -> int:
-    """The param column's width: its longest word (a name breaks at its " ×N", never inside
-    `states[0].joint_q.grad`), less what the unbreakable number columns and the verdict's longest word need on
-    a narrow terminal (there a name folds, as it must)."""
-    from rich.text import Text
+def param_rows(result, verbose: bool) -> tuple[list, list]:
+    """(every param family with the checks that flag it, the families the view lists)."""
+    silenced = {f.check for f in result.ignored} - {f.check for f in result.findings}
+    by_family = group_by_family(result.params, key=lambda p: p.subject).values()
+    families = [(members, _verdicts(members, silenced)) for members in by_family]
+    return families, families if verbose else _first_rows(families, PARAM_ROWS)
 
+
+def more_params_line(families, shown) -> str:
+    flagged = sum(1 for _m, v in families if v) - sum(1 for _m, v in shown if v)
+    return f"+{len(families) - len(shown)} more param gradient(s), {flagged} flagged (--verbose lists them)"
+
+
+def name_width(rows, headers, width: int) -> int:
+    """The param column's width from the plain cells (param_values): its longest word (a name breaks at its " ×N",
+    never inside `states[0].joint_q.grad`), less what the unbreakable number columns and the verdict's longest word
+    need on a narrow terminal (there a name folds, as it must)."""
     if not rows:
         return 1
-    plain = [[Text.from_markup(cell).plain for cell in row] for row in rows]
-    numbers = sum(max(len(headers[i]), *(len(row[i]) for row in plain)) for i in range(1, len(headers) - 1))
-    verdict = max(len(word) for row in plain for word in row[-1].split())
-    name = max(len(word) for row in plain for word in row[0].split())
+    numbers = sum(max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(1, len(headers) - 1))
+    verdict = max(len(word) for row in rows for word in row[-1].split())
+    name = max(len(word) for row in rows for word in row[0].split())
     return max(8, min(name, width - numbers - verdict - 2 * (len(headers) - 1)))
 
 
@@ -161,14 +181,14 @@ def _first_rows(families, limit: int):
     return [families[i] for i in sorted(ranked)]
 
 
-def _param_cells(members, verdicts, clip) -> list[str]:
+def param_values(members, verdicts, clip) -> list[str]:
+    """One param family's row as plain text: its name, first and last norm, their ratio, the norms' sparkline, the
+    clipped norm when clipping, the verdict ("ok" or the checks that flag it)."""
     label = members[0].subject if len(members) == 1 else f"{family(members[0].subject)} ×{len(members)}"
     norms = _family_norms(members)
     ratio = norms[-1] / norms[0] if norms and norms[0] and math.isfinite(norms[0]) else math.nan
-    verdict = ", ".join(verdicts) if verdicts else "ok"
-    style = "red" if verdicts else "green"
     cells = [
-        _escape(label),
+        label,
         _num(norms[0] if norms else math.nan),
         _num(norms[-1] if norms else math.nan),
         _num(ratio, ratio=True),
@@ -178,7 +198,7 @@ def _param_cells(members, verdicts, clip) -> list[str]:
         clipped = [m.clipped_norms[-1] if m.clipped_norms else None for m in members]
         known = [c for c in clipped if c is not None]
         cells.append(_num(math.sqrt(sum(c * c for c in known)) if known else math.nan))
-    return [*cells, f"[{style}]{verdict}[/]"]
+    return [*cells, ", ".join(verdicts) if verdicts else "ok"]
 
 
 def _findings(console, findings, verbose: bool) -> None:
