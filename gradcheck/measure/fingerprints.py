@@ -27,9 +27,13 @@ def fingerprint(array) -> int:
 def bytes_crc(array) -> int:
     """CRC of the array's bytes: a changed byte is a new copy (-0.0 over 0.0 too: one copy more, never one less).
     On the CPU a view of the memory, no copy: the recorder asks before every launch of every argument."""
+    return values_crc(array.numpy())
+
+
+def values_crc(values) -> int:
+    """``bytes_crc`` of values already read (a NumPy array): a view of contiguous ones, no copy."""
     import numpy as np
 
-    values = array.numpy()
     if not values.flags.c_contiguous:
         values = np.ascontiguousarray(values)
     return zlib.crc32(values.view(np.uint8).reshape(-1)) if values.size else 0

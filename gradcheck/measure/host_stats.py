@@ -8,8 +8,8 @@ row, and ``np.cumsum`` (an accumulate) adds in the same order, where ``np.sum``'
 checksum is integer arithmetic modulo 2**64. tests/test_stats_host.py holds every column to the kernel's on
 float16/32/64 and vector arrays with NaN, Inf and -0.0, and against references (finite ones: a non-finite value
 against a reference is left to the kernel, whose sum of such terms Warp 1.5 compiles otherwise), on every Warp of
-the compat lane. Anything else (a GPU buffer,
-a strided or struct array, a large one, more than a buffer or two: one launch is cheaper) is the kernel's: None here.
+the compat lane. Anything else (a GPU buffer, a strided or struct array, a large one, more than a buffer or two: one
+launch is cheaper) is the kernel's: None here.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def host_checksums(buffers: list) -> list[int] | None:
 
 
 def host_table(buffers: list, references: list):
-    """(columns, sizes) as the kernel fills them (gradcheck.measure.stats._OUTPUTS) for ``buffers`` against
+    """(columns, sizes) as the kernel fills them (OUTPUT_TYPES, the kernel's output columns) for ``buffers`` against
     ``references`` (None entries: no reference), or None when any of them is not the host's to read."""
     import numpy as np
 

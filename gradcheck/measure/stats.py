@@ -92,9 +92,6 @@ class StatsTable:
         return [self.row(i) for i in range(len(self))]
 
 
-_OUTPUTS = OUTPUT_TYPES  # the kernel's output columns (gradcheck.measure.host_stats fills the same)
-
-
 def gradient_stats(buffers: list, references: list | None = None, device=None) -> list[GradStats]:
     """Stats of each Warp array in ``buffers`` (optionally against same-shaped ``references``)."""
     return StatsPlan().table(buffers, references, device).rows()
@@ -131,7 +128,7 @@ class StatsPlan:
         if _any_struct_array(buffers):  # arrays of structs: their float fields, in place
             buffers, references = self._float_views(buffers, references)
         has_reference = [r is not None for r in references]
-        columns = {key: np.zeros(n, dtype=dtype) for key, dtype in _OUTPUTS}
+        columns = {key: np.zeros(n, dtype=dtype) for key, dtype in OUTPUT_TYPES}
         if not n:
             return StatsTable(columns, np.zeros(0, dtype=np.int64), [])
         if self.shortcuts and n <= FEW_BUFFERS and not any(has_reference) and all(map(all_zero, buffers)):
@@ -175,7 +172,7 @@ class StatsPlan:
                 self._signature = signature
         for kernel, inputs, outputs, owner, starts in self._launches:
             wp.launch(kernel, dim=len(owner), inputs=inputs, outputs=outputs, device=device, record_tape=False)
-            for (key, _), out in zip(_OUTPUTS, outputs):
+            for (key, _), out in zip(OUTPUT_TYPES, outputs):
                 values = out.numpy()
                 if starts is None:  # one row per buffer
                     columns[key][owner] = values
@@ -356,7 +353,7 @@ class StatsPlan:
                 wp.array(np.array(offsets, dtype=np.int64), dtype=wp.int64, device=device),
                 wp.array(np.array(strides, dtype=np.int64), dtype=wp.int64, device=device),
             ]
-            outputs = [wp.zeros(count, dtype=getattr(wp, dtype), device=device) for _, dtype in _OUTPUTS]
+            outputs = [wp.zeros(count, dtype=getattr(wp, dtype), device=device) for _, dtype in OUTPUT_TYPES]
             owner = np.asarray(owner, dtype=np.int64)
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
             self._launches.append(

@@ -172,9 +172,7 @@ class BlameHooks(ObserverPart):
     def idle(self, backwards: int) -> bool:  # bound to the tests' own in __init__ (one call, not two)
         return self.tests.idle(backwards)
 
-    def on_tape_enter(self, tape, backwards: int) -> None:
-        if self.tests.idle(backwards):
-            return  # most recordings of a long run: nothing to copy (a few lookups, not the calls below)
+    def on_tape_enter(self, tape, backwards: int) -> None:  # told only when not idle (observe.parts)
         self.settle()
         with self.guard("blame", quiet=False):  # bookkeeping on every recording of a long run (a recorder at most)
             self.tests.on_tape_enter(tape, backwards)

@@ -83,8 +83,8 @@ class AuditWindow(ObserverPart):
     def stays_light(self, growing: bool, structs_clean: Callable[[], bool] | None) -> bool:
         """A backward the cadence skips stays unaudited unless the tape passes structs whose adjoint pointers are
         stale or dangling now (those are judged before every backward, and one found makes it an audited one:
-        ``structs_clean``; None: the tape passes none), or the loss is growing with a gradient (``growing``: observe.divergence needs
-        consecutive backwards to see it diverge)."""
+        ``structs_clean``; None: the tape passes none), or the loss is growing with a gradient (``growing``:
+        observe.divergence needs consecutive backwards to see it diverge)."""
         if growing:
             return False  # the loss and a gradient grew on the last backward: each next one is audited till it falls
         if not self.light:
@@ -122,6 +122,7 @@ class Sentinel:
         self._host: list = []  # NumPy views of the CPU ones
         self._device: list = []  # the others, read by the statistics kernel
         self._plan = None
+        self._numpy = None  # (np.isfinite, np.logical_and.reduce), looked up once NumPy is needed
 
     def finite(self, params) -> bool:
         grads = [getattr(param, "grad", None) for param in params]
@@ -148,7 +149,6 @@ class Sentinel:
         from gradcheck.warp_compat import is_float_array
 
         self._numpy = (np.isfinite, np.logical_and.reduce)  # looked up once: asked after every skipped backward
-
         self._grads, self._host, self._device = grads, [], []
         for grad in grads:
             if grad is None or not is_float_array(grad) or grad.size > SENTINEL_ELEMENTS or not readable(grad):

@@ -102,7 +102,7 @@ class Observer:
         parts = (self.window, self.zero, self.recordings, self.graphs, self.blame, self.causes)
         self.parts = tuple(p for p in parts if p is not None)
         self._entering = implementing(self.parts, "on_tape_enter")  # told of every recording and backward
-        self._beginning = implementing(self.parts, "on_backward_begin")
+        self._beginning = implementing(self.parts, "on_backward_begin")  # unless idle
 
     # -- the hooks' protocol (gradcheck.warp_compat.hooks.observed) -------------------------------------------------
     @property
@@ -237,7 +237,8 @@ class Observer:
     # -- hooks (gradcheck.warp_compat.hooks.observed) ----------------------------------------------------
     def on_tape_enter(self, tape) -> None:
         for part in self._entering:
-            part.on_tape_enter(tape, self.backwards)  # exec's launch tests: a recording to copy
+            if not part.idle(self.backwards):  # most recordings of a long run: no call
+                part.on_tape_enter(tape, self.backwards)  # exec's launch tests: a recording to copy
         if not self.window.full(self.backwards + 1):
             if not self.window.light and not capturing():
                 with self.guard("iteration"):
@@ -398,13 +399,12 @@ class Observer:
     def _light_backward(self, run, tape, loss, grads):
         self.backwards += 1
         result = self.window.unaudited(run, self.book.params, lambda: self._late_audit(tape, loss, grads))
-        window = self.window
-        if window.light:  # the next recording is watched only if its backward is audited or a part waits for it
+        if self.window.light:  # the next recording is watched only if its backward is audited or a part waits for it
             done = self.backwards
-            watched = window.full(done + 1)
+            watched = self.window.full(done + 1)
             for part in self._entering:
                 watched = watched or not part.idle(done)
-            window.recordings(watched)
+            self.window.recordings(watched)
         self._tell_driver()
         return result
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gradcheck.measure.fingerprints import bytes_crc
 from gradcheck.rerun.finite_diff import param_scale
+from gradcheck.rerun.replay_buffers import HostViews
 from gradcheck.tape.launch_access import launch_access
 
 COPY_BUDGET_BYTES = 1 << 30
@@ -57,7 +58,7 @@ class LaunchRecorder:
         self.seeds: tuple = ()  # the arrays a backward(grads={array: seed}) seeded: each one a loss
         self.copies: tuple = ()  # (launches before it, src, dest) of each copy on the tape (see note_copies)
         self.functions: dict[int, tuple[list, str | None]] = {}  # tape index → (record_func arrays, call site)
-        self._host: dict[int, tuple] = {}  # id → (array, a view of its bytes in host memory or None), made once
+        self._host = HostViews()  # the arguments' host views, made once
         self._tangent_worthy: dict[int, bool] = {}  # id → whether a tangent forward copies it (see _copy)
 
     def recorded_func(self, index: int, arrays) -> None:
@@ -125,18 +126,14 @@ class LaunchRecorder:
         before every launch of every argument: ``array.numpy()`` each time was most of the recording's cost)."""
         import zlib
 
-        from gradcheck.rerun.replay_buffers import host_views
-
-        found = self._host.get(id(value))
-        if found is None or found[0] is not value:
-            found = self._host[id(value)] = (value, *host_views(value))
+        found = self._host.of(value)
         return bytes_crc(value) if found[2] is None else zlib.crc32(found[2])
 
     def _host_copy(self, value):
         """A numpy copy of the array's values (after ``_crc``, which made its host view where it has one)."""
         import numpy as np
 
-        view = self._host[id(value)][1]
+        view = self._host.of(value)[1]
         return np.array(view if view is not None else value.numpy(), copy=True)
 
     def _worthy(self, value) -> bool:

@@ -22,7 +22,7 @@ class BufferPool:
     def __init__(self) -> None:
         self._free: dict[tuple, list] = {}  # kind → heap of (ordinal, buffer): the first made first
         self._ordinal: dict[int, int] = {}  # id(buffer) → when it was made
-        self._views: dict[int, tuple] = {}  # id(array) → (array, values view, bytes view) or (array, None, None)
+        self._views = HostViews()
         self.prepared = PreparedLaunches()
 
     def like(self, array, zero: bool = False):
@@ -35,7 +35,7 @@ class BufferPool:
         if not free:
             buffer = wp.zeros_like(array, requires_grad=False) if zero else wp.clone(array, requires_grad=False)
             self._ordinal[id(buffer)] = len(self._ordinal)
-            self._views[id(buffer)] = (buffer, *host_views(buffer))  # kept: the pool holds every buffer it made
+            self._views.of(buffer)  # kept: the pool holds every buffer it made
             return buffer
         _ordinal, buffer = heapq.heappop(free)
         if zero:
@@ -96,9 +96,21 @@ class BufferPool:
         return self._view(array)[2]
 
     def _view(self, array) -> tuple:
-        found = self._views.get(id(array))
+        return self._views.of(array)
+
+
+class HostViews:
+    """Each array's host views (``host_views``), made once: id → (the array, its values view, its bytes view), the
+    array kept so its id is never another's while its views are."""
+
+    def __init__(self) -> None:
+        self._found: dict[int, tuple] = {}
+
+    def of(self, array) -> tuple:
+        """(array, values, bytes); the views are None where the array is not a contiguous one in host memory."""
+        found = self._found.get(id(array))
         if found is None or found[0] is not array:
-            found = self._views[id(array)] = (array, *host_views(array))
+            found = self._found[id(array)] = (array, *host_views(array))
         return found
 
 

@@ -389,40 +389,49 @@ def _recorded_from(tape, frame) -> None:
         metadata["caller"] = {"file": frame.f_code.co_filename, "lineno": frame.f_lineno, "func": frame.f_code.co_name}
 
 
+class PassingEvents:
+    """The events ``observed`` drives, each letting the call through untouched: the base of an observer that watches
+    only some of them (``intercepted_launches``; a test's)."""
+
+    busy = False
+    wants_launches = True
+
+    def on_launch(self, call, run):
+        return run()
+
+    def on_tape_enter(self, tape):
+        pass
+
+    def on_tape_exit(self, tape):
+        pass
+
+    def on_backward(self, tape, loss, grads, run):
+        return run()
+
+    def on_zero(self, tape, run):
+        return run()
+
+    def on_graph_replay(self, graph, run):
+        return run()
+
+    def on_capture_end(self, graph):
+        pass
+
+    def on_host_read(self, array):
+        pass
+
+
 @contextlib.contextmanager
 def intercepted_launches(before):
     """Call ``before(kernel, dim, inputs, outputs, options)`` ahead of every launch Warp will record on the tape,
     while inside (the blame probe's recorder). Warp records a launch on the tape only after it ran, so this is the
     one place the values a launch is about to read can be seen."""
 
-    class _Before:
-        busy = False
-        wants_launches = True
-
+    class _Before(PassingEvents):
         def on_launch(self, call, run):
             if not call.adjoint and call.get("record_tape", True) and not call.get("record_cmd", False):
                 before(call.kernel, call.get("dim"), call.inputs, call.outputs, call.options())
             return run()
-
-        def on_tape_enter(self, tape):
-            pass
-
-        on_tape_exit = on_tape_enter
-
-        def on_backward(self, tape, loss, grads, run):
-            return run()
-
-        def on_zero(self, tape, run):
-            return run()
-
-        def on_graph_replay(self, graph, run):
-            return run()
-
-        def on_capture_end(self, graph):
-            pass
-
-        def on_host_read(self, array):
-            pass
 
     with observed(_Before()):
         yield

@@ -81,27 +81,24 @@ class _Quiet:
         if config is None:
             return
         # Warp's config while gradcheck works: ``quiet`` (before 1.10) on, ``log_level`` at least LOG_WARNING (from
-        # 1.10: what Warp logs above it still shows)
-        # only what must change is set (Warp's config checks each assignment, ~0.5 µs): a program that keeps Warp
-        # quiet itself (many training loops do) costs nothing here
-        quiet = self.quiet = getattr(config, "quiet", _ABSENT)
-        level = self.level = getattr(config, "log_level", _ABSENT)
-        if quiet is not _ABSENT and quiet is not True:
+        # 1.10: what Warp logs above it still shows). Only what must change is set, and kept to restore (Warp's
+        # config checks each assignment, ~0.5 µs): a program that keeps Warp quiet itself costs nothing here. A
+        # setting this Warp lacks reads as already quiet.
+        quiet, level = getattr(config, "quiet", True), getattr(config, "log_level", 30)
+        self.quiet = _UNCHANGED if quiet is True else quiet
+        self.level = _UNCHANGED if isinstance(level, int) and level >= 30 else level
+        if self.quiet is not _UNCHANGED:
             config.quiet = True
-        else:
-            self.quiet = _ABSENT
-        if level is not _ABSENT and not (isinstance(level, int) and level >= 30):
+        if self.level is not _UNCHANGED:
             config.log_level = max(level, 30)
-        else:
-            self.level = _ABSENT
 
     def __exit__(self, *exc) -> None:
         try:
             config = self.config
             if config is not None:
-                if self.quiet is not _ABSENT:
+                if self.quiet is not _UNCHANGED:
                     config.quiet = self.quiet
-                if self.level is not _ABSENT:
+                if self.level is not _UNCHANGED:
                     config.log_level = self.level
         finally:
             try:
@@ -110,7 +107,7 @@ class _Quiet:
                 pass
 
 
-_ABSENT = object()  # a setting this Warp does not have
+_UNCHANGED = object()  # a setting gradcheck did not change: nothing to restore
 
 _IGNORE_ALL = ("ignore", None, Warning, None, 0)  # what warnings.simplefilter("ignore") puts first
 
