@@ -42,6 +42,20 @@ class AuditWindow(ObserverPart):
         self.switch = None  # the hooks' launch switch, while the observer is installed (warp_compat.hooks)
         self.tape_switch = None  # the hooks' recording and zero-step switch, likewise
         self.sentinel = Sentinel()  # the NaN/Inf watch of the backwards between audited ones
+        # the next backward is light whatever happens before it (no part waits, no structs, the loss not growing),
+        # decided when the last light one ended: the observer then skips straight to it (~10^4 times in a long run)
+        self.lane = False
+        self._entering: tuple = ()  # the parts whose waiting keeps the next recording watched (bind)
+        self._beginning: tuple = ()  # the other parts whose waiting makes the next backward the observer's to decide
+        self._asks_more: Callable[[], bool] = bool  # whether more than the parts would audit the next backward
+
+    def bind(self, entering, beginning, asks_more: Callable[[], bool]) -> None:
+        """The parts told of every recording (``entering``) and of every backward (``beginning``), unless idle; and
+        ``asks_more()``: whether something besides them could audit the next backward (struct pointers to judge, a
+        growing loss; none of it changes between audited windows)."""
+        self._entering = tuple(entering)
+        self._beginning = tuple(p for p in beginning if p not in self._entering)
+        self._asks_more = asks_more
 
     def full(self, backward: int) -> bool:
         """Whether backward number ``backward`` (1-based) gets the full evidence."""
@@ -65,6 +79,19 @@ class AuditWindow(ObserverPart):
         while no part waits for the next recording (the observer asks after each backward it skips)."""
         _flip(self.tape_switch, on)
 
+    def after_light(self, done: int) -> None:
+        """A light backward ended, ``done`` backwards in: the next recording is watched only if its backward is
+        audited or a part waits for it; and the next backward takes the lane when nothing but the cadence could
+        audit it."""
+        if not self.light:
+            return
+        watched = self.full(done + 1)
+        for part in self._entering:
+            watched = watched or not part.idle(done)
+        if self.tape_switch is not None and self.tape_switch.active != watched:
+            self.recordings(watched)
+        self.lane = not watched and all(part.idle(done) for part in self._beginning) and not self._asks_more()
+
     def leave(self) -> None:
         """Leave the audited window: its zero step is judged and its iteration closed now; what it watched (the
         leftovers, the gradients' use) ends here, so the next audited backward starts afresh."""
@@ -76,7 +103,7 @@ class AuditWindow(ObserverPart):
 
     def arm(self) -> None:
         """An audited backward is coming: its recording's launches and what follows it are watched again."""
-        self.light = False
+        self.light = self.lane = False
         self.launches(True)
         self.recordings(True)
 
@@ -92,15 +119,22 @@ class AuditWindow(ObserverPart):
                 self.leave()
         return structs_clean() if structs_clean is not None else True
 
-    def unaudited(self, run, params: Callable[[], list], nonfinite: Callable[[], None]):
-        """Run a backward the cadence skips; ``nonfinite()`` when a param's gradient went non-finite on it (what can
-        still be read is then recorded as an audited backward of its own)."""
-        with self.guard.ignoring():  # the backward's own launches and copies are not the program's
-            result = run()
-        with self.guard("nonfinite sentinel", quiet=False):  # NumPy on the host; the kernel silences itself
-            if not self.sentinel.finite(params()):
-                nonfinite()
-        return result
+    def unaudited(self, run, gradients: Callable[[], list]) -> tuple:
+        """Run a backward the cadence skips: (its result, whether every param's gradient is still finite). When one
+        is not, the observer records what can still be read as an audited backward of its own. One stretch of the
+        observer's own time around both (the hooks stand aside), not two scopes: this is most backwards of a run."""
+        guard = self.guard
+        guard.depth += 1
+        try:
+            result = run()  # the backward's own launches and copies are not the program's
+            try:  # NumPy on the host; the kernel silences itself
+                finite = self.sentinel.finite(gradients())
+            except Exception as exc:  # noqa: BLE001 - gradcheck's failure is an internal error, never the program's
+                guard.internal(f"{guard.role}: nonfinite sentinel", exc)
+                finite = True
+        finally:
+            guard.depth -= 1
+        return result, finite
 
 
 def _flip(switch, on: bool) -> None:
@@ -124,12 +158,14 @@ class Sentinel:
         self._plan = None
         self._numpy = None  # (np.isfinite, np.logical_and.reduce), looked up once NumPy is needed
 
-    def finite(self, params) -> bool:
-        grads = [getattr(param, "grad", None) for param in params]
+    def finite(self, grads: list) -> bool:
+        """``grads``: the params' gradients (None where a param has none)."""
         if len(grads) != len(self._grads) or any(map(is_not, grads, self._grads)):
             self._prepare(tuple(grads))
         if self._host:
-            isfinite, every = self._numpy
+            isfinite, every = (
+                self._numpy
+            )  # not a sum first: an overflow or Inf - Inf would warn on the program's stderr
             for view in self._host:
                 if not every(isfinite(view)):
                     return False

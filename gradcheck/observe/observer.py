@@ -44,7 +44,7 @@ from gradcheck.observe.leftovers import Leftovers
 from gradcheck.observe.log import IterationLog
 from gradcheck.observe.names import Names
 from gradcheck.observe.params import ParamBook, updates
-from gradcheck.observe.parts import BackwardEvent, PartContext, implementing
+from gradcheck.observe.parts import BackwardEvent, PartAttribute, PartContext, implementing
 from gradcheck.observe.pointers import PointerWatch
 from gradcheck.observe.recordings import Recordings
 from gradcheck.observe.zero_steps import ZeroSteps
@@ -103,35 +103,24 @@ class Observer:
         self.parts = tuple(p for p in parts if p is not None)
         self._entering = implementing(self.parts, "on_tape_enter")  # told of every recording and backward
         self._beginning = implementing(self.parts, "on_backward_begin")  # unless idle
+        self.window.bind(self._entering, self._beginning, self._asks_more)
 
     # -- the hooks' protocol (gradcheck.warp_compat.hooks.observed) -------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self.guard.busy
+        return self.guard.depth > 0  # Guard.busy, one call fewer: asked by every hook
 
     def ignoring(self):
         """Work that is not the program's (a driver's restore or clip): the hooks stand aside meanwhile."""
         return self.guard.ignoring()
 
-    @property
-    def launch_switch(self):
-        return self.window.switch
-
-    @launch_switch.setter
-    def launch_switch(self, switch) -> None:
-        """Set by the hooks while installed: launches and host reads watched or not (observe.cadence)."""
-        self.window.switch = switch
-
-    @property
-    def tape_switch(self):
-        return self.window.tape_switch
-
-    @tape_switch.setter
-    def tape_switch(self, switch) -> None:
-        """Set by the hooks while installed: recordings and zero steps watched or not (observe.cadence)."""
-        self.window.tape_switch = switch
+    # set by the hooks while installed (warp_compat.hooks): launches and host reads, recordings and zero steps
+    # watched or not; the audit window flips them (observe.cadence)
+    launch_switch = PartAttribute("window", "switch")
+    tape_switch = PartAttribute("window", "tape_switch")
 
     def on_capture_begin(self) -> None:
+        self.window.lane = False
         self.window.recordings(True)  # what is recorded in a capture is the graph's: told even between windows
 
     def on_capture_end(self, graph) -> None:
@@ -315,6 +304,8 @@ class Observer:
         return result
 
     def on_backward(self, tape, loss, grads, run):
+        if self.window.lane and not self.before_backward and not capturing():
+            return self._light_backward(run, tape, loss, grads)  # decided when the last one ended (most of a run)
         for callback in self.before_backward:
             callback()
         if capturing():  # recorded into a graph, not run: the replays of that graph are the backwards
@@ -398,15 +389,18 @@ class Observer:
 
     def _light_backward(self, run, tape, loss, grads):
         self.backwards += 1
-        result = self.window.unaudited(run, self.book.params, lambda: self._late_audit(tape, loss, grads))
-        if self.window.light:  # the next recording is watched only if its backward is audited or a part waits for it
-            done = self.backwards
-            watched = self.window.full(done + 1)
-            for part in self._entering:
-                watched = watched or not part.idle(done)
-            self.window.recordings(watched)
-        self._tell_driver()
+        result, finite = self.window.unaudited(run, self.book.gradients)
+        if not finite:
+            with self.guard("nonfinite sentinel"):
+                self._late_audit(tape, loss, grads)
+        self.window.after_light(self.backwards)
+        if self.after_backward:
+            self._tell_driver()
         return result
+
+    def _asks_more(self) -> bool:
+        """Besides the parts and the cadence, what audits a backward: struct pointers to judge, a growing loss."""
+        return bool(self.arguments.struct_roots or self.pointers.watching or self.log.growth.following)
 
     def _late_audit(self, tape, loss, grads) -> None:
         """A param's gradient went non-finite on a backward the cadence skipped: what can still be read after it

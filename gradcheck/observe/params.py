@@ -112,6 +112,10 @@ class ParamBook:
     def params(self) -> list:
         return [a for a, _k, _r in self._params.values()]
 
+    def gradients(self) -> list:
+        """The params' gradients (None for one without): the sentinel reads them after every light backward."""
+        return [getattr(a, "grad", None) for a, _k, _r in self._params.values()]
+
     def roles(self) -> dict[str, str]:
         """key → role of everything ever measured (params first)."""
         found = {key: role for _a, key, role in self._params.values()}

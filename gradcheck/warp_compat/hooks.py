@@ -458,7 +458,10 @@ def _aside(events) -> bool:
 
 
 def _through(events, run):
-    """``run`` (the program's call, which ``events`` hands on) as the program's call to the observers outside."""
+    """``run`` (the program's call, which ``events`` hands on) as the program's call to the observers outside; ``run``
+    itself while ``events`` is the only one installed (nobody outside asks, and it is on every backward)."""
+    if len(_INSTALLED) < 2:
+        return run
 
     def handed_on():
         key = id(events)
