@@ -94,13 +94,17 @@ def _fill(columns: dict, i: int, values, first) -> None:
 
     x = values.astype(np.float64)
     finite = np.isfinite(x)
+    columns["nonzero"][i] = np.count_nonzero(x)  # NaN and Inf are nonzero, -0.0 is zero: as ``x != 0.0``
+    columns["checksum"][i] = _checksum(values)
+    if first is None and finite.all():  # the common row: nothing to mask, nothing to count (the same numbers)
+        columns["sumsq"][i] = _in_order(x * x)
+        columns["maxabs"][i] = np.abs(x).max(initial=0.0)
+        return
     nan = np.isnan(x)
     columns["sumsq"][i] = _in_order(np.where(finite, x * x, 0.0))
     columns["maxabs"][i] = np.abs(np.where(finite, x, 0.0)).max(initial=0.0)
     columns["nans"][i] = np.count_nonzero(nan)
     columns["infs"][i] = x.size - np.count_nonzero(finite) - columns["nans"][i]
-    columns["nonzero"][i] = np.count_nonzero(x)  # NaN and Inf are nonzero, -0.0 is zero: as ``x != 0.0``
-    columns["checksum"][i] = _checksum(values)
     if first is None:
         return
     f = first.astype(np.float64)
@@ -124,5 +128,13 @@ def _checksum(values) -> int:
     import numpy as np
 
     bits = values.view(_UNSIGNED[values.dtype.itemsize]).astype(np.uint64)
-    position = np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    return int((bits * position).sum(dtype=np.uint64))
+    position = _POSITIONS.get(bits.size)
+    if position is None:  # 2i + 1 for each position, made once a size (a loop measures the same few sizes)
+        if len(_POSITIONS) >= 64:
+            _POSITIONS.clear()
+        position = _POSITIONS[bits.size] = np.arange(bits.size, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    bits *= position  # in place: ``bits`` is this call's own copy
+    return int(bits.sum(dtype=np.uint64))
+
+
+_POSITIONS: dict = {}  # size → its checksum weights (at most HOST_ELEMENTS each, a few sizes kept)
