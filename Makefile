@@ -84,7 +84,7 @@ test-compat: $(STAMP) $(foreach v,$(COMPAT_WARP),$(COMPAT_DIR)/$(v)/.installed)
 # extra's range (torch>=2.1) is then satisfied. `make test` skips these tests where torch is not installed.
 TORCH_VENV := .venv-torch
 TORCH_PIN ?= torch==2.13.0
-TORCH_TESTS ?= tests/test_torch_exec.py tests/test_torch_hosting.py tests/test_torch_functions.py
+TORCH_TESTS ?= tests/test_torch_exec.py tests/test_torch_hosting.py tests/test_torch_functions.py tests/test_torch_reads.py
 
 $(TORCH_VENV)/.installed: pyproject.toml
 	rm -rf $(TORCH_VENV)
@@ -92,6 +92,8 @@ $(TORCH_VENV)/.installed: pyproject.toml
 	$(TORCH_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(TORCH_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
 	$(TORCH_VENV)/bin/python -m pip install --quiet -e '.[dev,torch]'
+	# the test lane only: TensorBoard's add_histogram is one of the gradient reads tests/test_torch_reads.py proves
+	$(TORCH_VENV)/bin/python -m pip install --quiet "tensorboard>=2.14"
 	touch $@
 
 test-torch: $(TORCH_VENV)/.installed

@@ -8,8 +8,15 @@ reads are seen through a ``TorchFunctionMode`` pushed only while such a rewritte
 that leaves ``.grad`` alone, as most of torch's do, never opens the window: nothing is paid; torch's foreach SGD
 with momentum does rewrite it), and only when no mode of the program's is active: a mode pushed over the program's
 would be popped by the program's own ``with`` exit (``with torch.device(...)``) and leave the program's in place.
-An in-place write by the program itself (``p.grad.zero_()``, ``mul_``) is the program preparing its own buffer:
-that tensor is no longer watched.
+An in-place write by the program itself (``p.grad.zero_()``, ``mul_``, ``clip_grad_norm_``'s ``_foreach_mul_``
+after its norm) is the program preparing its own buffer: that tensor is no longer watched.
+
+What reads a gradient, as real loops do: a torch operator on it, or on a list of tensors holding it (the
+``_foreach_norm`` behind ``clip_grad_norm_`` and ``get_total_norm``, any norm type); and whatever reads an alias or
+a copy of it (``.data``, ``detach()``, a view, ``.cpu()``, ``clone()``: TensorBoard's ``add_histogram`` reads
+``g.detach().cpu().numpy()``): the alias or copy is watched in its place, since making one reads nothing a report
+would show. The reader is named by what the program called (``torch.nn.utils.clip_grad.clip_grad_norm_``), not
+by the kernel deep inside it.
 """
 
 from __future__ import annotations
@@ -21,8 +28,16 @@ from gradcheck.model.trace import GradientRewrite
 _NOT_READS = frozenset(
     {"__get__", "__set__", "size", "dim", "numel", "__len__", "element_size", "stride", "is_contiguous",
      "data_ptr", "untyped_storage", "storage_offset", "is_floating_point", "requires_grad_", "__hash__",
-     "__eq__", "__repr__", "__format__", "__str__", "backward"}
+     "__eq__", "__repr__", "__format__", "__str__", "backward", "_group_tensors_by_device_and_dtype"}
 )  # fmt: skip
+# what gives an alias or a copy of a gradient without reading a value a report would show: watched in its place
+_PASSES = frozenset(
+    {"detach", "view", "view_as", "reshape", "reshape_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze",
+     "t", "transpose", "permute", "expand", "expand_as", "narrow", "select", "__getitem__", "contiguous", "cpu",
+     "cuda", "to", "type", "float", "double", "half", "bfloat16", "clone", "detach_copy", "as_strided", "unbind",
+     "split", "chunk", "movedim", "resolve_conj", "resolve_neg", "data"}
+)  # fmt: skip
+ATTRIBUTES_PASSING = ("data",)  # ``g.data``: the getter of this attribute gives an alias (named so in _PASSES)
 
 
 class ReadWindow:
@@ -48,9 +63,13 @@ class ReadWindow:
 
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
-                if self.active and window._watched and not window._watch.busy:
-                    window._seen(func, args)
-                return func(*args, **kwargs)
+                if not (self.active and window._watched) or window._watch.busy:
+                    return func(*args, **kwargs)
+                following = window._seen(func, args)
+                result = func(*args, **kwargs)
+                if following:
+                    window._follow(result, following)
+                return result
 
         self._torch = torch
         self._mode = _Reads()
@@ -63,27 +82,55 @@ class ReadWindow:
         except Exception:  # noqa: BLE001 - no such API in this torch: take it as busy, open nothing
             return -1
 
-    def _seen(self, func, args) -> None:
-        name = getattr(func, "__name__", "") or ""
+    def _seen(self, func, args) -> list:
+        """What a torch call does with the watched gradients among its arguments: reads them (the finding), writes
+        one in place (the program's own buffer from now on), or passes them on (the entries to follow into its
+        result)."""
+        name = _name(func)
         if name in _NOT_READS:
-            return
-        for arg in args[:3]:
-            entry = self._watched.get(id(arg))
-            if entry is None or entry[0] is not arg:
-                continue
-            del self._watched[id(arg)]
-            if name.endswith("_") and not name.startswith("__") and arg is args[0]:
-                continue  # the program rewrites it itself (zero_, mul_): its own business
+            return []
+        found = self._arguments(args)
+        if not found:
+            return []
+        for _position, key, _entry in found:
+            del self._watched[key]
+        if name.endswith("_") and not name.startswith("__"):
+            # an in-place op rewrites its first argument (the program's own buffer from now on: zero_, mul_, the
+            # _foreach_mul_ of a clip), and reads the others (``p.add_(p.grad)``)
+            found = [item for item in found if item[0] != 0]
+        elif name in _PASSES:
+            return [entry for _position, _key, entry in found]
+        if found:
             with self._watch._guard("gradient read"):
-                self._record(entry, func)
+                reader = _reader(func)
+                for _position, _key, entry in found:
+                    self._record(entry, reader)
+        return []
 
-    def _record(self, entry: tuple, func) -> None:
+    def _arguments(self, args) -> list:
+        """(position, key, entry) of each watched gradient among a call's first arguments, or in a list or tuple of
+        them (a foreach kernel's)."""
+        found = []
+        for position, arg in enumerate(args[:3]):
+            for item in arg if isinstance(arg, (list, tuple)) else (arg,):
+                entry = self._watched.get(id(item))
+                if entry is not None and entry[0] is item:
+                    found.append((position, id(item), entry))
+        return found
+
+    def _follow(self, result, entries: list) -> None:
+        """The alias or copy a passing call gave (a tensor, or several: ``unbind``, ``split``) is watched as the
+        gradient it came from; where a call had several watched inputs, as the first of them."""
+        for item in result if isinstance(result, (list, tuple)) else (result,):
+            if hasattr(item, "data_ptr"):
+                grad, subject, produced = entries[0]
+                self._watched[id(item)] = (item, subject, produced)
+
+    def _record(self, entry: tuple, reader: str) -> None:
         from gradcheck.pytorch.stats import nonzero_norm
 
         grad, subject, produced = entry
         _nonzero, read_norm = nonzero_norm(grad)
-        label = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or "a torch operation"
-        reader = f"{label.replace('TensorBase.', 'Tensor.')} ({short(caller_site())})"
         self._watch.add_rewrite(GradientRewrite(subject, self._writer, reader, produced, read_norm))
 
     def close(self) -> None:
@@ -109,3 +156,44 @@ class ReadWindow:
             return depth > 0 and torch._C._get_function_stack_at(depth - 1) is mode
         except Exception:  # noqa: BLE001
             return False
+
+
+def _name(func) -> str:
+    """The op's name; an attribute getter that gives an alias (``.data``) as the attribute's."""
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":
+        attribute = getattr(getattr(func, "__self__", None), "__name__", "")
+        return attribute if attribute in ATTRIBUTES_PASSING else name
+    return name
+
+
+def _reader(func) -> str:
+    """``what (file:line)``: what the program called that read the gradient (``torch.nn.utils.clip_grad.
+    clip_grad_norm_``, ``SummaryWriter.add_histogram``), or the op itself when the program called it directly, and
+    the program's line."""
+    label = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or "a torch operation"
+    label = label.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "torch.")
+    called = _called_by_program()
+    if called is not None and not called.startswith("gradcheck."):
+        label = f"{called} -> {label}"
+    return f"{label} ({short(caller_site())})"
+
+
+def _called_by_program() -> str | None:
+    """``module.function`` of the library function the program's own frame called (decorators' wrappers passed
+    over), or None when the program called the op itself."""
+    import sys
+
+    from gradcheck.model.sites import is_program_module
+
+    frame, inner = sys._getframe(2), []
+    while frame is not None and not is_program_module(frame.f_globals.get("__name__", "") or ""):
+        inner.append(frame)
+        frame = frame.f_back
+    for candidate in reversed(inner):  # from the one the program called, inwards
+        code = candidate.f_code
+        qualname = getattr(code, "co_qualname", code.co_name)
+        if "<locals>" in qualname or "wrapper" in code.co_name or code.co_name.startswith("<"):
+            continue
+        return f"{candidate.f_globals.get('__name__', '?')}.{qualname}"
+    return None
