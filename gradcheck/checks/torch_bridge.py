@@ -1,6 +1,7 @@
 """torch-bridge: what goes wrong where a PyTorch program hands tensors to Warp and gradients back.
 
-The evidence (gradcheck.pytorch.bridge) is read on audited torch backwards, each kind from what torch and
+The evidence (gradcheck.pytorch.bridge) is read on audited torch backwards and ``torch.autograd.grad`` calls
+(gradcheck.pytorch.grad_calls), each kind from what torch and
 Warp did with memory, never from a guess: a returned gradient that *is* the ``.grad`` it will be added into; a
 gradient Warp wrote into a buffer torch no longer holds as the tensor's ``.grad``; a ``grad_output`` changed in
 place by a custom Function's backward. A tensor handed to Warp without a gradient is the cause missing-gradient
@@ -31,13 +32,17 @@ Evidence and severity (read on audited torch backwards):
 - orphaned-alias (error): during backward, Warp wrote a tensor's gradient into the buffer an earlier
   wp.from_torch wrapper aliased, but that buffer is no longer the tensor's .grad (optimizer.zero_grad() with its
   default set_to_none=True replaced it): the gradient never reaches torch.
-- tape-reused (error): an adjoint Warp hands to torch (wp.to_torch) in a torch backward still held what it
-  handed in an earlier one when Warp's backward began: the tape and its arrays are made once and reused and
-  nothing zeroes them (tape.zero()), so torch receives the sum of both backwards.
+- tape-reused (error): an adjoint Warp hands to torch (wp.to_torch) in a torch backward (or autograd.grad call)
+  still held what it handed in an earlier one when Warp's backward began: the tape and its arrays are made once
+  and reused and nothing zeroes them (tape.zero()), so torch receives the sum of both backwards. A backward run
+  twice over one graph (retain_graph; torch.autograd.gradcheck's reentrancy check) without tape.zero() first is
+  the same mistake.
 - grad-output-written: backward changed its grad_output in place (y.grad = wp.from_torch(grad_output): Warp's
   backward zeroes an output's adjoint after reading it). Error when torch handed the same tensor to another node
-  that read it after the write (the skip path of a residual block gets zeros); a warning when no other node read
-  it afterwards in this backward (correct today, wrong as soon as the graph around it changes).
+  that read it after the write (the skip path of a residual block gets zeros), or when it is the grad_outputs a
+  program passed to torch.autograd.grad (its own tensor: torch.autograd.gradcheck seeds each Jacobian row with
+  one, warp#1732); a warning when no other node read it afterwards in this backward (correct today, wrong as
+  soon as the graph around it changes).
 - a tensor that requires grad handed to Warp as an array without gradient (wp.from_torch(x.detach()) or
   requires_grad=False) is where a missing gradient's chain breaks: see missing-gradient.
 
@@ -73,12 +78,14 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     for issue in trace.bridge:
         error = issue.kind != "grad-output-written" or issue.shared
         where = f" ({issue.site})" if issue.site else ""
+        # a torch.autograd.grad call before any torch backward (torch.autograd.gradcheck): its detail names the call
+        when = f", backward #{issue.backward}" if issue.backward else ""
         findings.append(
             Finding(
                 check=NAME,
                 severity=Severity.ERROR if error else Severity.WARNING,
                 subject=issue.subject,
-                message=f"{issue.kind}{where}, backward #{issue.backward}: {issue.detail}",
+                message=f"{issue.kind}{where}{when}: {issue.detail}",
                 hint=issue.fix,
                 evidence=TorchBridgeEvidence(issue.kind, issue.site, issue.backward, issue.shared),
             )

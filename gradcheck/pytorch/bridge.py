@@ -58,7 +58,9 @@ class Bridge:
         self._hooks: list = []
         self._seq = itertools.count()
         self._orphans: dict = {}
-        self._index = 0
+        self._index = 0  # the torch backward the issues of this pass belong to (the report's backward number)
+        self._pass = 0  # audited passes so far: each torch backward, and each torch.autograd.grad call, is one
+        self._label = "torch backward #0"  # what this pass is called in a message
         self._produced: dict = {}  # id(producer node) -> {"ptrs": the gradients it handed on, by edge}
         self._ran: dict = {}  # id(node) -> when it started (a sequence number), None before it ran
         self._incoming: dict = {}  # id(custom node) -> [(grad_output, its fingerprint)] as it started
@@ -108,7 +110,8 @@ class Bridge:
         if left is not None and left[2]() is array:  # not a new array at a freed one's id
             self._add(self._reused_issue(array, left[:2], site))
         if len(self._handing) < MAX_ALIASES:
-            self._handing[id(array)] = (weakref.ref(array), int(getattr(array, "ptr", 0) or 0), self._index)
+            ptr = int(getattr(array, "ptr", 0) or 0)
+            self._handing[id(array)] = (weakref.ref(array), ptr, self._pass, self._label)
 
     def before_warp_backward(self) -> None:
         """A Warp tape's backward is about to run inside a torch backward: an adjoint buffer handed to torch in an
@@ -118,16 +121,16 @@ class Bridge:
         from gradcheck.warp_compat.torch_interop import synchronize_warp
 
         synchronize_warp()
-        for key, (ref, ptr, index) in list(self._handed.items()):
+        for key, (ref, ptr, handed_in, label) in list(self._handed.items()):
             array = ref()
             if array is None or int(getattr(array, "ptr", 0) or 0) != ptr:
                 del self._handed[key]
                 continue
-            if index >= self._index or key in self._leftover:
+            if handed_in >= self._pass or key in self._leftover:
                 continue
             nonzero, norm = self._nonzero_norm(array)
             if nonzero:
-                self._leftover[key] = (norm, index, ref)
+                self._leftover[key] = (norm, label, ref)
 
     def _nonzero_norm(self, array) -> tuple[int, float]:
         import warp as wp
@@ -138,7 +141,7 @@ class Bridge:
             return nonzero_norm(wp.to_torch(array, requires_grad=False))
 
     def _reused_issue(self, array, left: tuple, site: str) -> BridgeIssue:
-        norm, index = left
+        norm, label = left
         warp = self._watch.warp
         name = warp.names.known(array) if warp is not None else None
         name = name or f"a Warp array of shape {tuple(array.shape)}"
@@ -146,8 +149,8 @@ class Bridge:
         return BridgeIssue(
             kind="tape-reused", subject=name, site=site,
             detail=f"{function}.backward handed {name} to torch (wp.to_torch at {site}) as a gradient, but it still "
-            f"held the adjoint of torch backward #{index} (norm {norm:.4g}) when Warp's backward began: the tape "
-            "and its arrays are reused and nothing zeroed them, so torch receives the sum of both backwards",
+            f"held the adjoint of {label} (norm {norm:.4g}) when Warp's backward began: the tape and its arrays "
+            "are reused and nothing zeroed them, so torch receives the sum of both backwards",
             fix="call tape.zero() before (or right after) tape.backward in the Function's backward, or make the "
             "tape and its arrays afresh in every forward",
             backward=self._index,
@@ -167,8 +170,12 @@ class Bridge:
         return "torch<->Warp memory shared through wp.from_torch: " + "; ".join(shown) + more
 
     # -- one audited backward -----------------------------------------------------------------------------------
-    def before(self, graph, index: int) -> None:
+    def before(self, graph, index: int, label: str | None = None) -> None:
+        """An audited pass begins over ``graph``: torch backward ``index``, or a ``torch.autograd.grad`` call in it
+        (``label`` says which, for messages)."""
         self._index = index
+        self._pass += 1
+        self._label = label or f"torch backward #{index}"
         self._orphans = self._orphan_candidates()
         for node in graph.custom:
             self._hooks.append(node.register_prehook(self._pre(node)))
@@ -177,10 +184,10 @@ class Bridge:
                 self._watch_producer(producer)
 
     def _watch_producer(self, producer) -> None:
-        if getattr(producer, "_gradcheck_seen", None) == self._index:
+        if getattr(producer, "_gradcheck_seen", None) == self._pass:
             return
         try:
-            producer._gradcheck_seen = self._index
+            producer._gradcheck_seen = self._pass
         except AttributeError:
             pass
         out: dict = {}
@@ -373,6 +380,10 @@ class Bridge:
                 name = self._watch.name_of(tensor) if tensor is not None else None
                 return f"{name}.grad" if name else None
         return None
+
+    def add(self, issue: BridgeIssue) -> None:
+        """An issue found by a part of the watch's own (pytorch.grad_calls), kept as the bridge keeps its own."""
+        self._add(issue)
 
     def _add(self, issue: BridgeIssue) -> None:
         key = (issue.kind, issue.subject)

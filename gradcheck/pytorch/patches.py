@@ -4,6 +4,7 @@ The torch side of the observer (gradcheck.pytorch.watch) sees a program only thr
 here, as the Warp side sees Warp through gradcheck.warp_compat.hooks:
 
 - ``torch.autograd.backward`` (``Tensor.backward`` calls it): the watch is called *around* it (``run`` to call);
+- ``torch.autograd.grad``: audited at the bridge (pytorch.grad_calls);
 - every optimizer's ``step`` (torch's global step pre/post hooks) and ``zero_grad``, and ``Module.zero_grad``;
 - optimizers as they are made (``Optimizer.__init__``): which tensors a program trains;
 - ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
@@ -65,6 +66,7 @@ def observed(watch):
         undo.append(lambda: setattr(owner, name, original))
 
     patch(torch.autograd, "backward", lambda original: _backward(watch, original))
+    patch(torch.autograd, "grad", lambda original: _grad(watch, original))
     patch(torch.optim.Optimizer, "__init__", lambda original: _made(watch, original))
     patch(torch.optim.Optimizer, "zero_grad", lambda original: _zero_grad(watch, original))
     patch(torch.nn.Module, "zero_grad", lambda original: _zero_grad(watch, original))
@@ -105,6 +107,20 @@ def _backward(watch, original):
         )
 
     return backward
+
+
+def _grad(watch, original):
+    """``torch.autograd.grad``: audited at the bridge (pytorch.grad_calls); its result is the program's, untouched."""
+
+    @functools.wraps(original)
+    def grad(outputs, inputs, grad_outputs=None, *args, **kwargs):
+        if watch.busy:
+            return original(outputs, inputs, grad_outputs, *args, **kwargs)
+        return watch.grad_calls.on_grad(
+            outputs, grad_outputs, lambda: original(outputs, inputs, grad_outputs, *args, **kwargs)
+        )
+
+    return grad
 
 
 def _scalers(torch) -> list:

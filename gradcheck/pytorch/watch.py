@@ -28,6 +28,7 @@ from gradcheck.observe.guard import Guarded
 from gradcheck.observe.log import IterationLog
 from gradcheck.pytorch.bridge import Bridge
 from gradcheck.pytorch.functions import FunctionTests
+from gradcheck.pytorch.grad_calls import GradCalls
 from gradcheck.pytorch.names import TorchNames
 from gradcheck.pytorch.reads import ReadWindow
 from gradcheck.pytorch.steps import Steps
@@ -67,6 +68,7 @@ class TorchWatch(Steps, Guarded):
         self.bridge = Bridge(self)
         self.reads = ReadWindow(self)
         self.functions = FunctionTests(self)  # custom autograd.Functions, each tested once against its forward
+        self.grad_calls = GradCalls(self, MAX_GRAPH_NODES)  # torch.autograd.grad calls, audited at the bridge
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
