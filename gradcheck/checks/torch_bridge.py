@@ -43,10 +43,16 @@ Evidence and severity (read on audited torch backwards):
   program passed to torch.autograd.grad (its own tensor: torch.autograd.gradcheck seeds each Jacobian row with
   one, warp#1732); a warning when no other node read it afterwards in this backward (correct today, wrong as
   soon as the graph around it changes).
+- saved-overwritten (error): a custom Function gave torch a tensor that is Warp memory (wp.to_torch(out) of an
+  output array it allocates once, returned or saved without a copy), a later write (its next call) changed that
+  memory before backward ran, and a node of this backward had saved it (h1 * w1 saves h1): torch's version
+  counter cannot see Warp's writes, so that gradient is computed from other values. Silent when the bytes are the
+  same, and for a Function that recomputes a buffer it saved itself in its own backward.
 - a tensor that requires grad handed to Warp as an array without gradient (wp.from_torch(x.detach()) or
   requires_grad=False) is where a missing gradient's chain breaks: see missing-gradient.
 
-Common causes: a wrapper made once outside the loop (its .grad alias goes stale at the first zero_grad());
+Common causes: an output array allocated once and returned as wp.to_torch(out) by a Function called twice;
+a wrapper made once outside the loop (its .grad alias goes stale at the first zero_grad());
 returning wp.to_torch(x_wp.grad) for a wp.from_torch(x) that already aliases x.grad; handing grad_output itself
 to Warp as the output's adjoint; a tape and arrays reused between steps without tape.zero().
 

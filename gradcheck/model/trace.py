@@ -175,7 +175,7 @@ class ClearedGradient:
 class BridgeIssue:
     """A mistake at the torch<->Warp bridge (gradcheck.pytorch.bridge), judged by checks.torch_bridge."""
 
-    kind: str  # "doubled-gradient" | "orphaned-alias" | "tape-reused" | "grad-output-written"
+    kind: str  # "doubled-gradient" | "orphaned-alias" | "tape-reused" | "grad-output-written" | "saved-overwritten"
     subject: str  # the torch tensor's gradient ("model.scale.grad"), or "Fn.backward grad_output"
     site: str | None  # file:line of the wp.from_torch / wp.to_torch call, or of the Function's backward
     detail: str  # what happened, in one sentence

@@ -381,6 +381,10 @@ class Bridge:
                 return f"{name}.grad" if name else None
         return None
 
+    def returned_ptrs(self) -> dict:
+        """Addresses ``wp.to_torch`` made tensors of on this forward (the Warp memory torch was handed) -> where."""
+        return self._returned
+
     def add(self, issue: BridgeIssue) -> None:
         """An issue found by a part of the watch's own (pytorch.grad_calls), kept as the bridge keeps its own."""
         self._add(issue)

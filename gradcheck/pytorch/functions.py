@@ -38,7 +38,7 @@ class FunctionTests:
         """``cls.apply(*args, **kwargs)`` (``run`` calls it): its first call of a kind keeps copies of its inputs."""
         if not self.enabled or self.watch.busy or self.watch.bridge.in_backward or len(self._seen) >= MAX_FUNCTIONS:
             return run()
-        if (cls.__module__ or "").startswith("torch") or not self._audited_thread() or _transformed():
+        if (cls.__module__ or "").startswith("torch") or not self.audited_thread() or _transformed():
             return run()
         from gradcheck.pytorch.function_test import signature
 
@@ -50,7 +50,7 @@ class FunctionTests:
             call = self._keep(key, cls, args, kwargs)
         return run() if call is None else self._run_first(call, run)
 
-    def _audited_thread(self) -> bool:
+    def audited_thread(self) -> bool:
         """The thread the watch audits (the first to call backward; the main thread before any did): asked without
         making this thread the audited one."""
         import threading

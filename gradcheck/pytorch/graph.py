@@ -15,6 +15,7 @@ class Graph:
     producers: dict = field(default_factory=dict)  # id(custom node) -> [(node giving it grad_output, edge index)]
     nodes: int = 0
     complete: bool = True
+    nodes_seen: list = field(default_factory=list)  # every node walked (what saved tensors for this backward)
 
 
 def walk(roots, limit: int) -> Graph:
@@ -35,6 +36,7 @@ def walk(roots, limit: int) -> Graph:
             continue
         seen.add(id(node))
         graph.nodes += 1
+        graph.nodes_seen.append(node)
         if graph.nodes > limit:
             graph.complete = False
             break

@@ -31,6 +31,7 @@ from gradcheck.pytorch.functions import FunctionTests
 from gradcheck.pytorch.grad_calls import GradCalls
 from gradcheck.pytorch.names import TorchNames
 from gradcheck.pytorch.reads import ReadWindow
+from gradcheck.pytorch.saved_overwrites import SavedOverwrites
 from gradcheck.pytorch.steps import Steps
 
 MAX_GRAPH_NODES = 20000
@@ -69,6 +70,7 @@ class TorchWatch(Steps, Guarded):
         self.reads = ReadWindow(self)
         self.functions = FunctionTests(self)  # custom autograd.Functions, each tested once against its forward
         self.grad_calls = GradCalls(self, MAX_GRAPH_NODES)  # torch.autograd.grad calls, audited at the bridge
+        self.saved = SavedOverwrites(self)  # tensors torch keeps for a backward, written by Warp behind its back
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -151,7 +153,11 @@ class TorchWatch(Steps, Guarded):
 
     def on_function(self, cls, args: tuple, kwargs: dict, run):
         """A custom Function's ``apply`` (``run`` calls it)."""
-        return self.functions.on_apply(cls, args, kwargs, run)
+        result = self.functions.on_apply(cls, args, kwargs, run)
+        if not self.bridge.in_backward and self.cadence.full(self.backwards + 1) and self.functions.audited_thread():
+            with self._guard("custom Function: what it returned"):
+                self.saved.returned(cls, result)
+        return result
 
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
@@ -191,6 +197,7 @@ class TorchWatch(Steps, Guarded):
             self.bridge.in_backward = False
             if before is None:
                 self.bridge.release()
+                self.saved.after()
             else:
                 with self._guard("after backward"):
                     self._after(before, index)
@@ -236,6 +243,7 @@ class TorchWatch(Steps, Guarded):
                 if nonzero:
                     leftovers[key] = (nonzero, norm, fingerprint(grad), id(grad), moved[id(tensor)])
         self.bridge.before(graph, index)
+        self.saved.before(graph, index)
         return {
             "loss": loss, "tracked": tracked, "graph": graph, "leftovers": leftovers, "site": caller_site(),
             "scale": scale,
@@ -245,6 +253,7 @@ class TorchWatch(Steps, Guarded):
         from gradcheck.pytorch.stats import absent, fingerprint, read
 
         self.bridge.after(index)
+        self.saved.after()
         for key, (nonzero, norm, checksum, grad_id, step) in before["leftovers"].items():
             tensor = before["tracked"][key]
             grad = tensor.grad

@@ -1,0 +1,156 @@
+"""Tensors torch keeps for a backward whose memory Warp wrote behind torch's back (a part of pytorch.watch).
+
+A custom Function that returns ``wp.to_torch(out)`` of an output array it allocates once hands torch a tensor that
+*is* that Warp memory. Called twice in one forward, its second call writes the memory the first call returned; an
+op that saved the first output for its backward (``h1 * w1`` saves ``h1``: the gradient of ``w1``) then computes
+that gradient from the second call's values. torch's version counter cannot see Warp's writes (nor can its own
+in-place check): the gradient is silently wrong. The same for a tensor a Function saved itself
+(``ctx.save_for_backward(wp.to_torch(buffer))``) that a later call overwrites.
+
+Evidence, on the forwards of audited backwards only: each tensor a custom Function returns or saves that is Warp
+memory (its address is one ``wp.to_torch`` gave, pytorch.bridge) is fingerprinted as the Function returns. Before
+the backward runs, a tensor whose bytes changed while its version did not was written behind torch's back; it is
+an error when a node of this backward saved it (only bytes the backward reads count: an output used and
+overwritten in the forward alone is not this backward's business), naming the node that saved it, the Function
+that returned it and the later call that wrote the same memory. A tensor a Function saved itself is judged after
+that Function's backward ran: one that recomputes its buffer before reading it (on purpose) leaves the same bytes
+and is silent. An overwrite with identical values is never one.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from gradcheck.model.sites import caller_site, short
+from gradcheck.model.trace import BridgeIssue
+
+MAX_RECORDS = 256  # tensors fingerprinted per forward
+
+
+@dataclass
+class _Kept:
+    tensor: weakref.ref
+    ptr: int
+    print: int
+    version: int
+    function: str  # the Function's name
+    site: str  # the line that called it
+    own: bool  # saved by the Function's own node (judged after its backward), else returned by it
+    node: object  # the Function's node (weakly: its grad_fn)
+    order: int
+
+
+class SavedOverwrites:
+    def __init__(self, watch) -> None:
+        self._watch = watch
+        self._kept: list[_Kept] = []
+        self._hooks: list = []
+
+    def returned(self, cls, result) -> None:
+        """``cls.apply`` returned ``result``: its outputs and what its node saved, where they are Warp memory."""
+        import torch
+
+        from gradcheck.pytorch.patches import data_ptr
+        from gradcheck.pytorch.stats import fingerprint
+
+        warp_memory = self._watch.bridge.returned_ptrs()
+        outputs = [result] if isinstance(result, torch.Tensor) else [r for r in result or () if isinstance(r, torch.Tensor)]  # fmt: skip
+        node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
+        saved = []
+        if node is not None and warp_memory:
+            try:
+                saved = list(getattr(node, "saved_tensors", ()) or ())
+            except RuntimeError:  # already freed or modified: torch will say so itself
+                saved = []
+        site = short(caller_site())
+        for own, tensor in [*((False, t) for t in outputs), *((True, t) for t in saved)]:
+            ptr = data_ptr(tensor)
+            if ptr in warp_memory and len(self._kept) < MAX_RECORDS:
+                kept = _Kept(weakref.ref(tensor), ptr, fingerprint(tensor), tensor._version, cls.__name__, site, own,
+                             weakref.ref(node) if node is not None else None, len(self._kept))  # fmt: skip
+                self._kept.append(kept)
+
+    def before(self, graph, index: int) -> None:
+        """An audited backward is about to run over ``graph``: the kept tensors Warp wrote since."""
+        from gradcheck.pytorch.stats import fingerprint
+
+        kept, self._kept = self._kept, []
+        changed = []
+        for entry in kept:
+            tensor = entry.tensor()
+            if tensor is not None and tensor._version == entry.version and fingerprint(tensor) != entry.print:
+                changed.append((entry, tensor))
+        if not changed:
+            return
+        savers = _savers(graph.nodes_seen, {entry.ptr for entry, _t in changed})
+        for entry, tensor in changed:
+            writer = _writer(entry, kept)
+            if entry.own:
+                self._judge_after(entry, tensor, writer, index)
+                continue
+            for node in savers.get(entry.ptr, ()):
+                if entry.node is not None and node is entry.node():
+                    continue  # the Function's own node: judged after it ran, as a tensor it saved
+                self._watch.bridge.add(_issue(entry, writer, type(node).__name__, index, own=False))
+                break
+
+    def _judge_after(self, entry: _Kept, tensor, writer: str, index: int) -> None:
+        node = entry.node() if entry.node is not None else None
+        if node is None:
+            return
+
+        def post(grad_inputs, grad_outputs):
+            from gradcheck.pytorch.stats import fingerprint
+
+            with self._watch._guard("saved tensors: after the Function's backward"):
+                if fingerprint(tensor) != entry.print:
+                    self._watch.bridge.add(_issue(entry, writer, f"{entry.function}Backward", index, own=True))
+
+        self._hooks.append(node.register_hook(post))
+
+    def after(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+
+def _savers(nodes, ptrs: set) -> dict:
+    """address -> the nodes whose saved tensors start there (``_saved_*`` of torch's own nodes)."""
+    from gradcheck.pytorch.patches import data_ptr
+
+    found: dict = {}
+    for node in nodes:
+        for name in dir(node):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(node, name)
+            except RuntimeError:  # modified in place: torch's own check will say so when backward reads it
+                continue
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                ptr = data_ptr(item) if hasattr(item, "data_ptr") else 0
+                if ptr in ptrs:
+                    found.setdefault(ptr, []).append(node)
+    return found
+
+
+def _writer(entry: _Kept, kept: list) -> str:
+    later = next((k for k in kept if k.order > entry.order and k.ptr == entry.ptr), None)
+    if later is not None:
+        return f"the next call of {later.function} ({later.site})"
+    return "a write torch cannot see (a Warp launch through an alias of that memory)"
+
+
+def _issue(entry: _Kept, writer: str, saver: str, index: int, own: bool) -> BridgeIssue:
+    what = "a tensor it saved for its backward" if own else "its output"
+    return BridgeIssue(
+        kind="saved-overwritten", subject=f"{entry.function} {'saved tensor' if own else 'output'} ({entry.site})",
+        site=entry.site,
+        detail=f"{entry.function} (called at {entry.site}) gave torch {what}, a tensor that is Warp memory (wp.to_torch "
+        f"without a copy); {writer} wrote that memory again before backward ran, and {saver} had saved it for this "
+        "backward: torch's version counter cannot see Warp's writes, so the gradient is computed from other values",
+        fix="return (and save) wp.to_torch(out).clone(), or allocate the Function's output array afresh in every "
+        "forward",
+        backward=index, shared=True,
+    )  # fmt: skip

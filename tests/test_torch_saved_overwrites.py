@@ -1,0 +1,65 @@
+"""A tensor torch keeps for a backward, written by Warp behind torch's back (issue 43): a Function that returns
+``wp.to_torch(out)`` of an output array it allocates once, called twice per step, so its second call overwrites the
+output the first returned, which ``h1 * w1`` saved (tests/programs/torch/saved_overwrite.py). The error names the
+node that saved it, the Function and the call that wrote it again; a copy, an overwrite with identical values and a
+Function that recomputes its own saved buffer in its backward are silent. Each case is proven against torch's own
+gradients (the program's ``--check``).
+
+Needs torch (``make test-torch``; ``make test`` skips this module).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
+
+from conftest import TESTS, exec_json  # noqa: E402
+
+PROGRAM = TESTS / "programs" / "torch" / "saved_overwrite.py"
+WRONG = {"overwritten": ("output", "MulBackward0"), "saved-not-recomputed": ("saved tensor", "WarpSquareBackward")}
+CORRECT = ("cloned", "identical", "recomputed")
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {
+            case: pool.submit(exec_json, str(PROGRAM), "--case", case, env={"WARP_DEVICE": "cpu"}, timeout=300)
+            for case in (*WRONG, *CORRECT)
+        }
+    return {case: future.result() for case, future in futures.items()}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG))
+def test_a_saved_tensor_warp_overwrote_is_an_error_naming_who_saved_and_who_wrote(runs, case):
+    proc, scenario = runs[case]
+    what, saver = WRONG[case]
+    (found,) = scenario["findings"]
+    assert proc.returncode == 1 and found["check"] == "torch-bridge" and found["severity"] == "error"
+    assert found["subject"].startswith(f"WarpSquare {what} (saved_overwrite.py:")
+    assert found["evidence"]["kind"] == "saved-overwritten"
+    assert "the next call of WarpSquare (saved_overwrite.py:" in found["message"]
+    assert f"{saver} had saved it" in found["message"] and ".clone()" in found["hint"]
+
+
+@pytest.mark.parametrize("case", CORRECT)
+def test_a_copy_identical_values_and_a_recomputed_buffer_are_silent(runs, case):
+    proc, scenario = runs[case]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert scenario["findings"] == [], scenario["findings"]
+
+
+@pytest.mark.parametrize("case,wrong", [*((c, True) for c in WRONG), *((c, False) for c in CORRECT)])
+def test_each_case_against_torchs_own_gradients(case, wrong):
+    out = subprocess.run(
+        [sys.executable, str(PROGRAM), "--case", case, "--check"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+    assert (worst > 0.1) if wrong else (worst < 1e-5), worst
