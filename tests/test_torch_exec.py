@@ -9,6 +9,7 @@ at module start (each with a deadline).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -57,8 +58,9 @@ SILENT = {
 }  # fmt: skip
 # correct programs of common patterns, written by a second reader to catch false findings (GradScaler, GANs zeroed
 # by hand, two optimizers at two speeds, frozen layers in the optimizer, sparse and complex gradients, threads, a
-# program's own TorchFunctionMode, LBFGS, checkpointing, DDP, torch.compile, Warp Functions made afresh)
-CORRECT = sorted(p.stem for p in (PROGRAMS / "correct").glob("[pbw]*.py"))
+# program's own TorchFunctionMode, LBFGS, checkpointing, DDP, torch.compile, Warp Functions made afresh); q*: twenty
+# torch training programs with Warp Functions, one feature each (docs/real-programs.md lists them)
+CORRECT = sorted(p.stem for p in (PROGRAMS / "correct").glob("[pbqw]*.py"))
 LONG = (str(PROGRAMS / "pure_train.py"), "--case", "no-zero-grad", "--steps", "400", "--from-step", "300")
 
 
@@ -233,3 +235,21 @@ def test_a_torch_program_without_backward_says_there_was_nothing_to_audit(tmp_pa
     assert proc.returncode == 0 and proc.stdout.startswith("3.0\n")
     assert scenario["passes"] == 0 and scenario["findings"] == []
     assert any("never called backward" in n for n in scenario["notes"]), scenario["notes"]
+
+
+def test_the_twenty_feature_programs_match_torchs_own_gradients():
+    """The q* programs of the correct corpus are correct: each ``--check`` compares every trainable gradient with
+    the same model in pure torch (over two or three calls, so reused buffers are exercised) and fails past 1e-4."""
+    programs = sorted((PROGRAMS / "correct").glob("q*.py"))
+
+    def check(program):
+        return subprocess.run(
+            [sys.executable, str(program), "--check"], capture_output=True, text=True, timeout=DEADLINE,
+            env={**os.environ, "WARP_DEVICE": "cpu"},
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(programs, pool.map(check, programs)))
+    assert len(programs) == 20
+    failed = {p.name: r.stderr[-500:] for p, r in results.items() if r.returncode != 0}
+    assert not failed, failed
