@@ -32,7 +32,7 @@ MAX_RECORDS = 256  # tensors fingerprinted per forward
 class _Kept:
     tensor: weakref.ref
     ptr: int
-    print: int
+    bytes_print: int  # its fingerprint as the Function returned
     version: int
     function: str  # the Function's name
     site: str  # the line that called it
@@ -49,27 +49,31 @@ class SavedOverwrites:
 
     def returned(self, cls, result) -> None:
         """``cls.apply`` returned ``result``: its outputs and what its node saved, where they are Warp memory."""
+        warp_memory = self._watch.bridge.returned_ptrs()
+        if not warp_memory or len(self._kept) >= MAX_RECORDS:
+            return  # no wp.to_torch on this forward (most Functions copy): nothing can alias Warp memory
         import torch
 
         from gradcheck.pytorch.patches import data_ptr
         from gradcheck.pytorch.stats import fingerprint
 
-        warp_memory = self._watch.bridge.returned_ptrs()
         outputs = [result] if isinstance(result, torch.Tensor) else [r for r in result or () if isinstance(r, torch.Tensor)]  # fmt: skip
         node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
         saved = []
-        if node is not None and warp_memory:
+        if node is not None:
             try:
                 saved = list(getattr(node, "saved_tensors", ()) or ())
             except RuntimeError:  # already freed or modified: torch will say so itself
                 saved = []
-        site = short(caller_site())
+        site = None
         for own, tensor in [*((False, t) for t in outputs), *((True, t) for t in saved)]:
             ptr = data_ptr(tensor)
-            if ptr in warp_memory and len(self._kept) < MAX_RECORDS:
-                kept = _Kept(weakref.ref(tensor), ptr, fingerprint(tensor), tensor._version, cls.__name__, site, own,
-                             weakref.ref(node) if node is not None else None, len(self._kept))  # fmt: skip
-                self._kept.append(kept)
+            if ptr not in warp_memory or len(self._kept) >= MAX_RECORDS:
+                continue
+            site = site or short(caller_site())
+            node_ref = weakref.ref(node) if node is not None else None
+            self._kept.append(_Kept(weakref.ref(tensor), ptr, fingerprint(tensor), tensor._version, cls.__name__,
+                                    site, own, node_ref, len(self._kept)))  # fmt: skip
 
     def before(self, graph, index: int) -> None:
         """An audited backward is about to run over ``graph``: the kept tensors Warp wrote since."""
@@ -79,7 +83,7 @@ class SavedOverwrites:
         changed = []
         for entry in kept:
             tensor = entry.tensor()
-            if tensor is not None and tensor._version == entry.version and fingerprint(tensor) != entry.print:
+            if tensor is not None and tensor._version == entry.version and fingerprint(tensor) != entry.bytes_print:
                 changed.append((entry, tensor))
         if not changed:
             return
@@ -104,7 +108,7 @@ class SavedOverwrites:
             from gradcheck.pytorch.stats import fingerprint
 
             with self._watch._guard("saved tensors: after the Function's backward"):
-                if fingerprint(tensor) != entry.print:
+                if fingerprint(tensor) != entry.bytes_print:
                     self._watch.bridge.add(_issue(entry, writer, f"{entry.function}Backward", index, own=True))
 
         self._hooks.append(node.register_hook(post))
