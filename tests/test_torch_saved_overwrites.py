@@ -63,3 +63,40 @@ def test_each_case_against_torchs_own_gradients(case, wrong):
     assert out.returncode == 0, out.stderr[-2000:]
     worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
     assert (worst > 0.1) if wrong else (worst < 1e-5), worst
+
+
+INPLACE = TESTS / "programs" / "torch" / "inplace_input.py"
+
+
+@pytest.fixture(scope="module")
+def inplace_runs() -> dict:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {
+            case: pool.submit(exec_json, str(INPLACE), "--case", case, env={"WARP_DEVICE": "cpu"}, timeout=300)
+            for case in ("written", "fresh", "before")
+        }
+    return {case: future.result() for case, future in futures.items()}
+
+
+def test_an_argument_warp_wrote_in_place_after_an_op_saved_it_is_an_error(inplace_runs):
+    """torch's own memory written by Warp through a wp.from_torch alias, after ``h * w`` saved it: an error naming
+    the Function, the argument and the node that had saved it; a fresh output, or the write before the op saved
+    the tensor (torch then differentiates what it computed), is silent."""
+    proc, scenario = inplace_runs["written"]
+    (found,) = scenario["findings"]
+    assert proc.returncode == 1 and found["severity"] == "error" and found["evidence"]["kind"] == "saved-overwritten"
+    assert found["subject"].startswith("WarpRelu argument 0 (inplace_input.py:")
+    assert "after MulBackward0 had saved that tensor" in found["message"] and "mark_dirty" in found["hint"]
+    for case in ("fresh", "before"):
+        proc, scenario = inplace_runs[case]
+        assert proc.returncode == 0 and scenario["findings"] == [], (case, scenario["findings"])
+
+
+@pytest.mark.parametrize("case,wrong", [("written", True), ("fresh", False), ("before", False)])
+def test_the_in_place_cases_against_torchs_own_gradients(case, wrong):
+    out = subprocess.run(
+        [sys.executable, str(INPLACE), "--case", case, "--check"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+    assert (worst > 0.1) if wrong else (worst < 1e-5), worst

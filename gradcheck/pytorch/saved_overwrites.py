@@ -15,6 +15,13 @@ overwritten in the forward alone is not this backward's business), naming the no
 that returned it and the later call that wrote the same memory. A tensor a Function saved itself is judged after
 that Function's backward ran: one that recomputes its buffer before reading it (on purpose) leaves the same bytes
 and is silent. An overwrite with identical values is never one.
+
+The other way round: a Function that writes its *argument* in place through a ``wp.from_torch`` alias (torch's own
+memory) after another op saved that tensor. Its tensor arguments are fingerprinted before and after it runs; one
+whose bytes changed while its version did not (``ctx.mark_dirty`` would move it) is an error for each node of the
+backward that saved it *before* the write (a lower sequence number than the Function's node: it saved the old
+values); a node that saved it afterwards saved what was written. Writes through ``.data`` or ``set_`` outside a
+Function are not seen (that needs saved-tensor hooks, which would switch off torch's own in-place check).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import BridgeIssue
 
 MAX_RECORDS = 256  # tensors fingerprinted per forward
+MAX_INPUT_ELEMENTS = 1 << 22  # a Function's argument fingerprinted before and after it runs, up to this size
 
 
 @dataclass
@@ -45,19 +53,39 @@ class SavedOverwrites:
     def __init__(self, watch) -> None:
         self._watch = watch
         self._kept: list[_Kept] = []
+        self._written: list[tuple] = []  # (weakref, address, Function node's sequence number, name, site, position)
         self._hooks: list = []
 
-    def returned(self, cls, result) -> None:
-        """``cls.apply`` returned ``result``: its outputs and what its node saved, where they are Warp memory."""
+    def inputs(self, args: tuple) -> list:
+        """A Function is about to run: its tensor arguments' fingerprints and versions (what Warp may write in place
+        through ``wp.from_torch`` aliases while torch's version counter sees nothing)."""
+        if len(self._kept) >= MAX_RECORDS:
+            return []
+        import torch
+
+        from gradcheck.pytorch.stats import fingerprint
+
+        found = []
+        for position, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor) and 0 < arg.numel() <= MAX_INPUT_ELEMENTS and not arg.is_sparse:
+                found.append((position, arg, fingerprint(arg), arg._version))
+        return found
+
+    def returned(self, cls, result, inputs: list | None = None) -> None:
+        """``cls.apply`` returned ``result``: its outputs and what its node saved, where they are Warp memory; and
+        its arguments it wrote in place behind torch's back (``inputs``: as they were before it ran)."""
+        import torch
+
+        outputs = [result] if isinstance(result, torch.Tensor) else [r for r in result or () if isinstance(r, torch.Tensor)]  # fmt: skip
+        if inputs:
+            self._written_inputs(cls, outputs, inputs)
         warp_memory = self._watch.bridge.returned_ptrs()
         if not warp_memory or len(self._kept) >= MAX_RECORDS:
             return  # no wp.to_torch on this forward (most Functions copy): nothing can alias Warp memory
-        import torch
 
         from gradcheck.pytorch.patches import data_ptr
         from gradcheck.pytorch.stats import fingerprint
 
-        outputs = [result] if isinstance(result, torch.Tensor) else [r for r in result or () if isinstance(r, torch.Tensor)]  # fmt: skip
         node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
         saved = []
         if node is not None:
@@ -75,11 +103,29 @@ class SavedOverwrites:
             self._kept.append(_Kept(weakref.ref(tensor), ptr, fingerprint(tensor), tensor._version, cls.__name__,
                                     site, own, node_ref, len(self._kept)))  # fmt: skip
 
+    def _written_inputs(self, cls, outputs: list, inputs: list) -> None:
+        """Arguments whose bytes the Function changed while their version did not (Warp wrote them through an
+        alias; ``ctx.mark_dirty`` would have moved the version): kept with the Function's node, whose sequence
+        number says which nodes had saved them before the write."""
+        from gradcheck.pytorch.patches import data_ptr
+        from gradcheck.pytorch.stats import fingerprint
+
+        node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
+        order = node._sequence_nr() if node is not None and hasattr(node, "_sequence_nr") else None
+        for position, tensor, before, version in inputs:
+            if tensor._version != version or fingerprint(tensor) == before or order is None:
+                continue
+            self._written.append((weakref.ref(tensor), data_ptr(tensor), order, cls.__name__, short(caller_site()),
+                                  position))  # fmt: skip
+
     def before(self, graph, index: int) -> None:
         """An audited backward is about to run over ``graph``: the kept tensors Warp wrote since."""
         from gradcheck.pytorch.stats import fingerprint
 
         kept, self._kept = self._kept, []
+        written, self._written = self._written, []
+        if written:
+            self._judge_written(graph, written, index)
         changed = []
         for entry in kept:
             tensor = entry.tensor()
@@ -98,6 +144,18 @@ class SavedOverwrites:
                     continue  # the Function's own node: judged after it ran, as a tensor it saved
                 self._watch.bridge.add(_issue(entry, writer, type(node).__name__, index, own=False))
                 break
+
+    def _judge_written(self, graph, written: list, index: int) -> None:
+        """An argument a Function wrote in place is an error for each node of this backward that had saved it
+        before the write (a lower sequence number: saved the old values); a node that saved it afterwards saved
+        what was written and reads what it saved."""
+        savers = _savers(graph.nodes_seen, {ptr for _ref, ptr, *_rest in written})
+        for ref, ptr, order, function, site, position in written:
+            if ref() is None:
+                continue
+            earlier = [n for n in savers.get(ptr, ()) if hasattr(n, "_sequence_nr") and n._sequence_nr() < order]
+            if earlier:
+                self._watch.bridge.add(_input_issue(function, site, position, type(earlier[0]).__name__, index))
 
     def _judge_after(self, entry: _Kept, tensor, writer: str, index: int) -> None:
         node = entry.node() if entry.node is not None else None
@@ -156,5 +214,17 @@ def _issue(entry: _Kept, writer: str, saver: str, index: int, own: bool) -> Brid
         "backward: torch's version counter cannot see Warp's writes, so the gradient is computed from other values",
         fix="return (and save) wp.to_torch(out).clone(), or allocate the Function's output array afresh in every "
         "forward",
+        backward=index, shared=True,
+    )  # fmt: skip
+
+
+def _input_issue(function: str, site: str, position: int, saver: str, index: int) -> BridgeIssue:
+    return BridgeIssue(
+        kind="saved-overwritten", subject=f"{function} argument {position} ({site})", site=site,
+        detail=f"{function} (called at {site}) changed its argument {position} in place (Warp wrote it through a "
+        f"wp.from_torch alias), after {saver} had saved that tensor for this backward: torch's version counter "
+        "cannot see Warp's writes, so that gradient is computed from the written values",
+        fix="give Warp a copy to write (wp.from_torch(x.clone())) or a fresh output array, or declare the in-place "
+        "write with ctx.mark_dirty(x) so that torch can check it",
         backward=index, shared=True,
     )  # fmt: skip

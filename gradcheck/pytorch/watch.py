@@ -153,10 +153,16 @@ class TorchWatch(Steps, Guarded):
 
     def on_function(self, cls, args: tuple, kwargs: dict, run):
         """A custom Function's ``apply`` (``run`` calls it)."""
+        watched = not self.bridge.in_backward and self.cadence.full(self.backwards + 1)
+        watched = watched and self.functions.audited_thread()
+        inputs = None
+        if watched:
+            with self._guard("custom Function: its inputs"):
+                inputs = self.saved.inputs(args)
         result = self.functions.on_apply(cls, args, kwargs, run)
-        if not self.bridge.in_backward and self.cadence.full(self.backwards + 1) and self.functions.audited_thread():
+        if watched:
             with self._guard("custom Function: what it returned"):
-                self.saved.returned(cls, result)
+                self.saved.returned(cls, result, inputs)
         return result
 
     # -- backward -----------------------------------------------------------------------------------------------
