@@ -163,9 +163,8 @@ class Sentinel:
         if len(grads) != len(self._grads) or any(map(is_not, grads, self._grads)):
             self._prepare(tuple(grads))
         if self._host:
-            isfinite, every = (
-                self._numpy
-            )  # not a sum first: an overflow or Inf - Inf would warn on the program's stderr
+            # not a sum first: an overflow or Inf - Inf would warn on the program's stderr
+            isfinite, every = self._numpy
             for view in self._host:
                 if not every(isfinite(view)):
                     return False

@@ -108,7 +108,7 @@ class Bridge:
             return
         left = self._leftover.pop(id(array), None)
         if left is not None and left[2]() is array:  # not a new array at a freed one's id
-            self._add(self._reused_issue(array, left[:2], site))
+            self.add(self._reused_issue(array, left[:2], site))
         if len(self._handing) < MAX_ALIASES:
             ptr = int(getattr(array, "ptr", 0) or 0)
             self._handing[id(array)] = (weakref.ref(array), ptr, self._pass, self._label)
@@ -240,7 +240,7 @@ class Bridge:
             name = self._watch.name_of(variable) or f"tensor{tuple(variable.shape)}"
             made = self._returned.get(data_ptr(returned))
             where = f"the tensor made by wp.to_torch at {made}" if made else "a tensor sharing its memory"
-            self._add(BridgeIssue(
+            self.add(BridgeIssue(
                 kind="doubled-gradient", subject=f"{name}.grad", site=made or _function_site(node),
                 detail=f"{_function(node)}.backward returned, as the gradient of {name}, {where}, which already is "
                 f"{name}.grad (wp.from_torch({name}) wrapped it as the Warp array's gradient): torch adds the "
@@ -265,7 +265,7 @@ class Bridge:
                     if j != edge and ptr and ptr == _ptr(g) and producer.next_functions[j][0] is not None:
                         others.append(producer.next_functions[j][0])
             after = [o for o in others if (self._ran.get(id(o)) or -1) < 0 or self._ran[id(o)] > written_at]
-            self._add(_written_issue(node, g, others, after, self._watch, self._index))
+            self.add(_written_issue(node, g, others, after, self._watch, self._index))
 
     # -- after it -----------------------------------------------------------------------------------------------
     def release(self) -> None:
@@ -327,7 +327,7 @@ class Bridge:
             return  # torch adopted that memory again as the tensor's gradient
         name = self._watch.name_of(tensor) or f"tensor{tuple(tensor.shape)}"
         now = "None" if tensor.grad is None else "another buffer"
-        self._add(BridgeIssue(
+        self.add(BridgeIssue(
             kind="orphaned-alias", subject=f"{name}.grad", site=alias.site,
             detail=f"Warp wrote {name}'s gradient during this backward into the buffer that wp.from_torch({name}) "
             f"at {alias.site} wrapped as {name}.grad, but {name}.grad is {now} now (zero_grad() with "
@@ -386,10 +386,7 @@ class Bridge:
         return self._returned
 
     def add(self, issue: BridgeIssue) -> None:
-        """An issue found by a part of the watch's own (pytorch.grad_calls), kept as the bridge keeps its own."""
-        self._add(issue)
-
-    def _add(self, issue: BridgeIssue) -> None:
+        """An issue, the bridge's own or another part's of the watch (pytorch.grad_calls, pytorch.saved_overwrites)."""
         key = (issue.kind, issue.subject)
         if key not in self._issues and len(self._issues) < MAX_ISSUES:
             self._issues[key] = issue

@@ -53,18 +53,16 @@ class GradCalls:
                 self._written(prints)
 
     def _before(self, outputs, grad_outputs) -> tuple | None:
-        import torch
-
-        from gradcheck.pytorch.graph import walk
+        from gradcheck.pytorch.graph import tensors_in, walk
         from gradcheck.pytorch.stats import fingerprint
 
-        roots = _tensors(torch, outputs)
+        roots = tensors_in(outputs)
         graph = walk(roots, self._limit)
         if not graph.custom:
             return None  # no custom Function in it: nothing of the bridge's to watch
         label = f"torch.autograd.grad call #{self.calls} ({short(caller_site())})"
         self._watch.bridge.before(graph, self._watch.backwards, label=label)
-        seeds = [(i, g, fingerprint(g)) for i, g in enumerate(_tensors(torch, grad_outputs)) if g.numel()]
+        seeds = [(i, g, fingerprint(g)) for i, g in enumerate(tensors_in(grad_outputs)) if g.numel()]
         functions = sorted({type(node).__name__.removesuffix("Backward") for node in graph.custom})
         return seeds, functions, label
 
@@ -87,11 +85,3 @@ class GradCalls:
                 fix="give Warp a copy to consume in the Function's backward: y.grad = wp.from_torch(grad_output.clone())",
                 backward=self._watch.backwards, shared=True,
             ))  # fmt: skip
-
-
-def _tensors(torch, value) -> list:
-    if value is None:
-        return []
-    if isinstance(value, torch.Tensor):
-        return [value]
-    return [v for v in value if isinstance(v, torch.Tensor)]

@@ -13,9 +13,18 @@ class Graph:
     reached: set = field(default_factory=set)  # id() of those leaves
     custom: list = field(default_factory=list)  # BackwardCFunction nodes (a Python Function's backward)
     producers: dict = field(default_factory=dict)  # id(custom node) -> [(node giving it grad_output, edge index)]
-    nodes: int = 0
     complete: bool = True
     nodes_seen: list = field(default_factory=list)  # every node walked (what saved tensors for this backward)
+
+
+def tensors_in(value) -> list:
+    """The tensors of an argument torch takes as one tensor or a sequence of them (``outputs``, ``grad_outputs``,
+    what ``backward`` is called on, what a Function returns); none for None or anything else."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [v for v in value if isinstance(v, torch.Tensor)] if isinstance(value, (tuple, list)) else []
 
 
 def walk(roots, limit: int) -> Graph:
@@ -35,9 +44,8 @@ def walk(roots, limit: int) -> Graph:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        graph.nodes += 1
         graph.nodes_seen.append(node)
-        if graph.nodes > limit:
+        if len(graph.nodes_seen) > limit:
             graph.complete = False
             break
         variable = getattr(node, "variable", None)

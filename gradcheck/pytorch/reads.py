@@ -35,9 +35,8 @@ _PASSES = frozenset(
     {"detach", "view", "view_as", "reshape", "reshape_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze",
      "t", "transpose", "permute", "expand", "expand_as", "narrow", "select", "__getitem__", "contiguous", "cpu",
      "cuda", "to", "type", "float", "double", "half", "bfloat16", "clone", "detach_copy", "as_strided", "unbind",
-     "split", "chunk", "movedim", "resolve_conj", "resolve_neg", "data"}
+     "split", "chunk", "movedim", "resolve_conj", "resolve_neg", "data"}  # data: the attribute (_name)
 )  # fmt: skip
-ATTRIBUTES_PASSING = ("data",)  # ``g.data``: the getter of this attribute gives an alias (named so in _PASSES)
 
 
 class ReadWindow:
@@ -163,7 +162,7 @@ def _name(func) -> str:
     name = getattr(func, "__name__", "") or ""
     if name == "__get__":
         attribute = getattr(getattr(func, "__self__", None), "__name__", "")
-        return attribute if attribute in ATTRIBUTES_PASSING else name
+        return attribute if attribute in _PASSES else name  # ``g.data``: an alias
     return name
 
 

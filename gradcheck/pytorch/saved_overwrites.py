@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from gradcheck.model.sites import caller_site, short
 from gradcheck.model.trace import BridgeIssue
 
-MAX_RECORDS = 256  # tensors fingerprinted per forward
+MAX_RECORDS = 256  # tensors kept, and Function calls whose arguments are fingerprinted, per forward
 MAX_INPUT_ELEMENTS = 1 << 22  # a Function's argument fingerprinted before and after it runs, up to this size
 
 
@@ -55,12 +55,16 @@ class SavedOverwrites:
         self._kept: list[_Kept] = []
         self._written: list[tuple] = []  # (weakref, address, Function node's sequence number, name, site, position)
         self._hooks: list = []
+        # Function calls whose arguments were fingerprinted since the last audited backward: bounded, as a program
+        # that never calls backward (inference) keeps the cadence's first window open for good
+        self._calls = 0
 
     def inputs(self, args: tuple) -> list:
         """A Function is about to run: its tensor arguments' fingerprints and versions (what Warp may write in place
         through ``wp.from_torch`` aliases while torch's version counter sees nothing)."""
-        if len(self._kept) >= MAX_RECORDS:
+        if self._calls >= MAX_RECORDS:
             return []
+        self._calls += 1
         import torch
 
         from gradcheck.pytorch.stats import fingerprint
@@ -74,11 +78,12 @@ class SavedOverwrites:
     def returned(self, cls, result, inputs: list | None = None) -> None:
         """``cls.apply`` returned ``result``: its outputs and what its node saved, where they are Warp memory; and
         its arguments it wrote in place behind torch's back (``inputs``: as they were before it ran)."""
-        import torch
+        from gradcheck.pytorch.graph import tensors_in
 
-        outputs = [result] if isinstance(result, torch.Tensor) else [r for r in result or () if isinstance(r, torch.Tensor)]  # fmt: skip
+        outputs = tensors_in(result)
+        node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
         if inputs:
-            self._written_inputs(cls, outputs, inputs)
+            self._written_inputs(cls, node, inputs)
         warp_memory = self._watch.bridge.returned_ptrs()
         if not warp_memory or len(self._kept) >= MAX_RECORDS:
             return  # no wp.to_torch on this forward (most Functions copy): nothing can alias Warp memory
@@ -86,7 +91,6 @@ class SavedOverwrites:
         from gradcheck.pytorch.patches import data_ptr
         from gradcheck.pytorch.stats import fingerprint
 
-        node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
         saved = []
         if node is not None:
             try:
@@ -103,17 +107,18 @@ class SavedOverwrites:
             self._kept.append(_Kept(weakref.ref(tensor), ptr, fingerprint(tensor), tensor._version, cls.__name__,
                                     site, own, node_ref, len(self._kept)))  # fmt: skip
 
-    def _written_inputs(self, cls, outputs: list, inputs: list) -> None:
+    def _written_inputs(self, cls, node, inputs: list) -> None:
         """Arguments whose bytes the Function changed while their version did not (Warp wrote them through an
         alias; ``ctx.mark_dirty`` would have moved the version): kept with the Function's node, whose sequence
         number says which nodes had saved them before the write."""
         from gradcheck.pytorch.patches import data_ptr
         from gradcheck.pytorch.stats import fingerprint
 
-        node = next((o.grad_fn for o in outputs if o.grad_fn is not None), None)
         order = node._sequence_nr() if node is not None and hasattr(node, "_sequence_nr") else None
+        if order is None:
+            return  # no node of its own (no output needs a gradient): no saver can be ordered against the write
         for position, tensor, before, version in inputs:
-            if tensor._version != version or fingerprint(tensor) == before or order is None:
+            if tensor._version != version or fingerprint(tensor) == before or len(self._written) >= MAX_RECORDS:
                 continue
             self._written.append((weakref.ref(tensor), data_ptr(tensor), order, cls.__name__, short(caller_site()),
                                   position))  # fmt: skip
@@ -124,6 +129,7 @@ class SavedOverwrites:
 
         kept, self._kept = self._kept, []
         written, self._written = self._written, []
+        self._calls = 0
         if written:
             self._judge_written(graph, written, index)
         changed = []

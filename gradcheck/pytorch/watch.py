@@ -214,12 +214,10 @@ class TorchWatch(Steps, Guarded):
             self._scaled = (weakref.ref(scaled), scale)
 
     def _before(self, tensors, moved: dict, index: int) -> dict:
-        import torch
-
-        from gradcheck.pytorch.graph import walk
+        from gradcheck.pytorch.graph import tensors_in, walk
         from gradcheck.pytorch.stats import fingerprint, nonzero_norm
 
-        roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in tensors if isinstance(t, torch.Tensor)]
+        roots = tensors_in(tensors)
         loss, scale = None, 1.0
         scaled = self._scaled
         if scaled is not None and roots and scaled[0]() is roots[0]:
