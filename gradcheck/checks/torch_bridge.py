@@ -47,11 +47,17 @@ Evidence and severity (read on audited torch backwards):
   output array it allocates once, returned or saved without a copy), a later write (its next call) changed that
   memory before backward ran, and a node of this backward had saved it (h1 * w1 saves h1): torch's version
   counter cannot see Warp's writes, so that gradient is computed from other values. Silent when the bytes are the
-  same, and for a Function that recomputes a buffer it saved itself in its own backward.
+  same, and for a Function that recomputes a buffer it saved itself in its own backward. The same error for a
+  Function that writes its argument in place through a wp.from_torch alias after another op saved it (y = h * w,
+  then Warp writes h), and for a saved tensor written between the forward and the backward through an alias torch
+  does not version: p.data.clamp_() (weight clipping placed before backward), a NumPy array from .numpy(),
+  p.data = ..., a Warp kernel writing wp.from_torch(p). Silent for reads, for writes that leave the values as they
+  were, and for writes before the forward or after the step.
 - a tensor that requires grad handed to Warp as an array without gradient (wp.from_torch(x.detach()) or
   requires_grad=False) is where a missing gradient's chain breaks: see missing-gradient.
 
 Common causes: an output array allocated once and returned as wp.to_torch(out) by a Function called twice;
+a constraint or clipping applied to the parameters between computing the loss and calling backward;
 a wrapper made once outside the loop (its .grad alias goes stale at the first zero_grad());
 returning wp.to_torch(x_wp.grad) for a wp.from_torch(x) that already aliases x.grad; handing grad_output itself
 to Warp as the output's adjoint; a tape and arrays reused between steps without tape.zero().

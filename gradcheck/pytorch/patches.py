@@ -9,7 +9,9 @@ here, as the Warp side sees Warp through gradcheck.warp_compat.hooks:
 - optimizers as they are made (``Optimizer.__init__``): which tensors a program trains;
 - ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
 - ``wp.from_torch`` and ``wp.to_torch`` (patched by warp_compat.torch_interop): which torch tensor and
-  Warp array share memory, and where.
+  Warp array share memory, and where;
+- ``Tensor.data`` (read and assigned) and ``Tensor.numpy``: aliases torch does not version (pytorch.unversioned),
+  recorded only while the next backward is audited.
 
 Nothing here changes what torch or Warp computes. torch older than ``TORCH_MIN`` lacks the global optimizer hooks:
 the watch does not start there and the report says so in one line. A PyTorch release that renames any of this is
@@ -80,6 +82,8 @@ def observed(watch):
     applied = vars(function)["apply"]  # the classmethod itself: getattr would give a method bound to Function
     function.apply = classmethod(_applied(watch, applied.__func__))
     undo.append(lambda: setattr(function, "apply", applied))
+    undo.append(_aliases(torch, watch.unversioned))
+    watch.unversioned.rearm()
     watch.attach_bridge = lambda: bridge(watch, patch)  # the program imports Warp now or later
     if "warp" in sys.modules:
         watch.attach_bridge()
@@ -89,6 +93,45 @@ def observed(watch):
         watch.attach_bridge = lambda: None
         for step in reversed(undo):
             step()
+
+
+def _aliases(torch, tracker):
+    """``Tensor.data`` and ``Tensor.numpy`` as torch has them, telling ``tracker`` (pytorch.unversioned) of each alias
+    taken while it is armed. Returns what undoes it."""
+    getset = vars(torch._C.TensorBase)["data"]
+    original_numpy = torch._C.TensorBase.numpy
+
+    def data(self):
+        alias = getset.__get__(self)
+        if tracker.armed:
+            tracker.taken(self, ".data")
+        return alias
+
+    def assign(self, value):
+        assigned = tracker.assigning(self) if tracker.armed else None
+        getset.__set__(self, value)
+        if assigned is not None:
+            assigned(self)
+
+    @functools.wraps(original_numpy)
+    def numpy(self, *args, **kwargs):
+        array = original_numpy(self, *args, **kwargs)
+        if tracker.armed:
+            tracker.taken(self, ".numpy()")
+        return array
+
+    before = {name: vars(torch.Tensor).get(name) for name in ("data", "numpy")}
+    torch.Tensor.data = property(data, assign, doc=getset.__doc__)
+    torch.Tensor.numpy = numpy
+
+    def undo() -> None:
+        for name, value in before.items():
+            if value is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, value)
+
+    return undo
 
 
 def _backward(watch, original):

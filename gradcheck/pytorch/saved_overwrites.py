@@ -20,8 +20,8 @@ The other way round: a Function that writes its *argument* in place through a ``
 memory) after another op saved that tensor. Its tensor arguments are fingerprinted before and after it runs; one
 whose bytes changed while its version did not (``ctx.mark_dirty`` would move it) is an error for each node of the
 backward that saved it *before* the write (a lower sequence number than the Function's node: it saved the old
-values); a node that saved it afterwards saved what was written. Writes through ``.data`` or ``set_`` outside a
-Function are not seen (that needs saved-tensor hooks, which would switch off torch's own in-place check).
+values); a node that saved it afterwards saved what was written. Writes through ``.data``, ``.numpy()`` or a
+``wp.from_torch`` alias outside a Function: pytorch.unversioned.
 """
 
 from __future__ import annotations
@@ -123,22 +123,22 @@ class SavedOverwrites:
             self._written.append((weakref.ref(tensor), data_ptr(tensor), order, cls.__name__, short(caller_site()),
                                   position))  # fmt: skip
 
-    def before(self, graph, index: int) -> None:
-        """An audited backward is about to run over ``graph``: the kept tensors Warp wrote since."""
+    def before(self, graph, index: int) -> set:
+        """An audited backward is about to run over ``graph``: the kept tensors Warp wrote since. Returns the
+        addresses of the arguments it named (written in place by a Function)."""
         from gradcheck.pytorch.stats import fingerprint
 
         kept, self._kept = self._kept, []
         written, self._written = self._written, []
         self._calls = 0
-        if written:
-            self._judge_written(graph, written, index)
+        reported = self._judge_written(graph, written, index) if written else set()
         changed = []
         for entry in kept:
             tensor = entry.tensor()
             if tensor is not None and tensor._version == entry.version and fingerprint(tensor) != entry.bytes_print:
                 changed.append((entry, tensor))
         if not changed:
-            return
+            return reported
         savers = _savers(graph.nodes_seen, {entry.ptr for entry, _t in changed})
         for entry, tensor in changed:
             writer = _writer(entry, kept)
@@ -150,18 +150,22 @@ class SavedOverwrites:
                     continue  # the Function's own node: judged after it ran, as a tensor it saved
                 self._watch.bridge.add(_issue(entry, writer, type(node).__name__, index, own=False))
                 break
+        return reported
 
-    def _judge_written(self, graph, written: list, index: int) -> None:
+    def _judge_written(self, graph, written: list, index: int) -> set:
         """An argument a Function wrote in place is an error for each node of this backward that had saved it
         before the write (a lower sequence number: saved the old values); a node that saved it afterwards saved
         what was written and reads what it saved."""
         savers = _savers(graph.nodes_seen, {ptr for _ref, ptr, *_rest in written})
+        reported = set()
         for ref, ptr, order, function, site, position in written:
             if ref() is None:
                 continue
             earlier = [n for n in savers.get(ptr, ()) if hasattr(n, "_sequence_nr") and n._sequence_nr() < order]
             if earlier:
+                reported.add(ptr)
                 self._watch.bridge.add(_input_issue(function, site, position, type(earlier[0]).__name__, index))
+        return reported
 
     def _judge_after(self, entry: _Kept, tensor, writer: str, index: int) -> None:
         node = entry.node() if entry.node is not None else None
@@ -184,10 +188,20 @@ class SavedOverwrites:
 
 
 def _savers(nodes, ptrs: set) -> dict:
-    """address -> the nodes whose saved tensors start there (``_saved_*`` of torch's own nodes)."""
+    """address -> the nodes whose saved tensors start there."""
+    found: dict = {}
+    for node, _item, ptr in saved_items(nodes, ptrs):
+        if node not in found.get(ptr, ()):
+            found.setdefault(ptr, []).append(node)
+    return found
+
+
+def saved_items(nodes, ptrs: set):
+    """(node, saved tensor, its address) for each tensor a node saved (``_saved_*``) that starts at one of ``ptrs``.
+    torch unpacks a saved tensor only when its version check passes: one modified in place is left to torch's own
+    error when backward reads it."""
     from gradcheck.pytorch.patches import data_ptr
 
-    found: dict = {}
     for node in nodes:
         for name in dir(node):
             if not name.startswith("_saved_"):
@@ -199,8 +213,7 @@ def _savers(nodes, ptrs: set) -> dict:
             for item in value if isinstance(value, (tuple, list)) else (value,):
                 ptr = data_ptr(item) if hasattr(item, "data_ptr") else 0
                 if ptr in ptrs:
-                    found.setdefault(ptr, []).append(node)
-    return found
+                    yield node, item, ptr
 
 
 def _writer(entry: _Kept, kept: list) -> str:

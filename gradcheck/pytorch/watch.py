@@ -33,6 +33,7 @@ from gradcheck.pytorch.names import TorchNames
 from gradcheck.pytorch.reads import ReadWindow
 from gradcheck.pytorch.saved_overwrites import SavedOverwrites
 from gradcheck.pytorch.steps import Steps
+from gradcheck.pytorch.unversioned import UnversionedWrites
 
 MAX_GRAPH_NODES = 20000
 MAX_OPEN = 8  # audited backwards whose record waits for a step to say whether their leftovers mattered  # nodes of one backward's graph walked for its leaves and custom Functions
@@ -71,6 +72,7 @@ class TorchWatch(Steps, Guarded):
         self.functions = FunctionTests(self)  # custom autograd.Functions, each tested once against its forward
         self.grad_calls = GradCalls(self, MAX_GRAPH_NODES)  # torch.autograd.grad calls, audited at the bridge
         self.saved = SavedOverwrites(self)  # tensors torch keeps for a backward, written by Warp behind its back
+        self.unversioned = UnversionedWrites(self)  # ... or through .data, .numpy() or a wp.from_torch alias
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -142,6 +144,8 @@ class TorchWatch(Steps, Guarded):
     def on_from_torch(self, tensor, array) -> None:
         if not (self.bridge.in_backward or self.cadence.full(self.backwards + 1)):
             return  # the next backward goes unaudited: nothing will ask about this wrapper
+        if self.unversioned.armed:
+            self.unversioned.taken(tensor, "wp.from_torch")
         with self._guard("wp.from_torch"):
             self.bridge.on_from_torch(tensor, array)
 
@@ -170,8 +174,11 @@ class TorchWatch(Steps, Guarded):
         try:
             return self._on_backward(tensors, grad_tensors, kwargs, run)
         finally:
-            if self.functions.pending and not self.bridge.in_backward and self.own_thread():
-                self.functions.settle()  # the program's backward is over: its Functions' tests, on copies
+            if not self.bridge.in_backward and self.own_thread():
+                if self.functions.pending:
+                    self.functions.settle()  # the program's backward is over: its Functions' tests, on copies
+                with self._guard("unversioned aliases"):
+                    self.unversioned.rearm()  # after the tests: nodes they made are not the next forward's
 
     def _on_backward(self, tensors, grad_tensors, kwargs: dict, run):
         if self.bridge.in_backward:  # a backward inside one (reentrant checkpointing) is part of it
@@ -247,7 +254,7 @@ class TorchWatch(Steps, Guarded):
                 if nonzero:
                     leftovers[key] = (nonzero, norm, fingerprint(grad), id(grad), moved[id(tensor)])
         self.bridge.before(graph, index)
-        self.saved.before(graph, index)
+        self.unversioned.before(graph, index, self.saved.before(graph, index))
         return {
             "loss": loss, "tracked": tracked, "graph": graph, "leftovers": leftovers, "site": caller_site(),
             "scale": scale,
