@@ -7,7 +7,9 @@ first); the medians and the median of the per-round ratios:
 
 - T1a: gradcheck.examples.torch_warp_train --steps 1000: a torch model with a Warp kernel inside a
   torch.autograd.Function (the bridge watched), SGD;
-- T1b: tests/programs/torch/pure_train.py --steps 3000: a pure-torch loop (no Warp), SGD.
+- T1b: tests/programs/torch/pure_train.py --steps 3000: a pure-torch loop (no Warp), SGD;
+- T1c: bench/programs/torch_data_loop.py --steps 3000: a pure-torch loop written through ``.data`` and
+  ``.numpy()`` (a hand-written SGD step, a clip, a norm logged between forward and backward).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = {
     "T1a torch + Warp kernel, 1,000 steps": ["-m", "gradcheck.examples.torch_warp_train", "--steps", "1000"],
     "T1b pure torch, 3,000 steps": [str(ROOT / "tests/programs/torch/pure_train.py"), "--steps", "3000"],
+    "T1c torch through .data, 3,000 steps": [str(ROOT / "bench/programs/torch_data_loop.py"), "--steps", "3000"],
 }
 
 
