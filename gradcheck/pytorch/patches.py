@@ -95,6 +95,13 @@ def observed(watch):
             step()
 
 
+class _DataProperty(property):
+    """``Tensor.data`` as a property, named as torch's own getset is (``__torch_function__`` code reads
+    ``func.__self__.__name__`` of an attribute's ``__get__``)."""
+
+    __name__ = "data"
+
+
 def _aliases(torch, tracker):
     """``Tensor.data`` and ``Tensor.numpy`` as torch has them, telling ``tracker`` (pytorch.unversioned) of each alias
     taken while it is armed. Returns what undoes it."""
@@ -121,7 +128,7 @@ def _aliases(torch, tracker):
         return array
 
     before = {name: vars(torch.Tensor).get(name) for name in ("data", "numpy")}
-    torch.Tensor.data = property(data, assign, doc=getset.__doc__)
+    torch.Tensor.data = _DataProperty(data, assign, doc=getset.__doc__)
     torch.Tensor.numpy = numpy
 
     def undo() -> None:

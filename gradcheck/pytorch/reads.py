@@ -161,8 +161,7 @@ def _name(func) -> str:
     """The op's name; an attribute getter that gives an alias (``.data``) as the attribute's."""
     name = getattr(func, "__name__", "") or ""
     if name == "__get__":
-        owner = getattr(func, "__self__", None)  # torch's getset, or the property pytorch.patches puts over it
-        attribute = getattr(getattr(owner, "fget", owner), "__name__", "")
+        attribute = getattr(getattr(func, "__self__", None), "__name__", "")
         return attribute if attribute in _PASSES else name  # ``g.data``: an alias
     return name
 
