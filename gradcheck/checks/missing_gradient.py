@@ -60,7 +60,9 @@ In a PyTorch program (gradcheck exec): a tensor an optimizer holds whose .grad s
 be zero, as for a bias a batch norm cancels),
 one that nothing trains (requires grad, in no optimizer: a frozen or unused part of a model) one info; the cause
 named is the loss's autograd graph never reaching it (used under torch.no_grad(), through .detach() or .data,
-or not at all), the tensor handed to Warp as an array without gradient (wp.from_torch(x.detach())), or Warp
+or not at all; a warning when the forward read it only through .data or .numpy(): a mask or an index kept as a
+Parameter on purpose cannot be told from a lost gradient), a tensor whose .grad the program sets itself before
+the optimizer steps (not missing, nothing said), the tensor handed to Warp as an array without gradient (wp.from_torch(x.detach())), or Warp
 writing its gradient into a buffer zero_grad() replaced (see torch-bridge).
 
 Fix: allocate with requires_grad=True and create states and controls before the tape.
@@ -146,8 +148,9 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     kinds = {p.name: _kind(p, skipped) for p in trace.params}
     sizes = family_sizes(p.name for p in params)
     findings = []
+    supplied = {name for name, found in _breaks(trace).items() if found.cause == _SUPPLIED}
     for kind in (_NO_BUFFER, _ALL_ZERO):
-        missing = [p for p in params if kinds[p.name] == kind]
+        missing = [p for p in params if kinds[p.name] == kind and p.name not in supplied]
         for fam, members in group_by_family(missing, key=lambda p: p.name).items():
             findings.append(_finding(trace, kind, fam, members, sizes[fam], ran))
     leaves = [p for p in trace.params if not p.is_param]
@@ -254,10 +257,12 @@ def _leaf_info(trace: Trace, leaves: list[ParamTrace], kind: str, message, hint:
 
 
 # causes a missing torch gradient can have: said even when .grad is None (a Warp param without a buffer has one)
-_TORCH_CAUSES = ("detached", "unreached", "orphaned", "zero-derivative")
+_TORCH_CAUSES = ("detached", "unreached", "orphaned", "zero-derivative", "read-through-alias")
 # an exactly-zero torch gradient the autograd graph does reach: the derivative may truly be zero (a bias batch
 # norm cancels, a WGAN critic's last bias): worth a look, not proof of a broken graph
-_WARNING_CAUSES = ("zero-derivative",)
+_WARNING_CAUSES = ("zero-derivative", "read-through-alias")
+# a torch tensor backward leaves without .grad whose .grad the program sets before the optimizer steps: not missing
+_SUPPLIED = "supplied"
 # chain breaks with every link on the tape: the launch's own adjoint passes nothing
 _ADJOINT_CAUSES = ("zero-adjoint", "wrong-adjoint")
 
@@ -272,7 +277,10 @@ def _breaks(trace: Trace) -> dict:
     found: dict = {}
     for record in trace.passes:
         for found_break in record.breaks:
-            found.setdefault(found_break.param, found_break)
+            if found_break.cause == _SUPPLIED:  # whatever broke, the program gave the optimizer a gradient
+                found[found_break.param] = found_break
+            else:
+                found.setdefault(found_break.param, found_break)
     return found
 
 
@@ -290,11 +298,11 @@ def _finding(trace: Trace, kind: str, fam: str, members: list[ParamTrace], famil
         if _newton(trace):
             hint += "; create Newton states/controls outside the tape (Model.state() inside it sends the gradient to model.joint_q.grad)"
     severity = Severity.WARNING if cause is not None and cause.cause in _WARNING_CAUSES else Severity.ERROR
-    if cause is not None and cause.cause in _WARNING_CAUSES:
-        message = f"{who}gradient is exactly zero on every {trace.unit} that ran ({len(ran)}); {cause.detail}"
-        hint = cause.fix
-    elif cause is not None and kind == _NO_BUFFER and cause.cause in _TORCH_CAUSES:
+    if cause is not None and kind == _NO_BUFFER and cause.cause in _TORCH_CAUSES:
         message = f"{who}no gradient (.grad is None after every {trace.unit} that ran, {len(ran)}); {cause.detail}"
+        hint = cause.fix
+    elif cause is not None and cause.cause in _WARNING_CAUSES:
+        message = f"{who}gradient is exactly zero on every {trace.unit} that ran ({len(ran)}); {cause.detail}"
         hint = cause.fix
     elif cause is not None and kind != _NO_BUFFER:
         root = _root(trace)

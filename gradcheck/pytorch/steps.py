@@ -93,6 +93,28 @@ class Steps:
         with self._guard("step"):
             params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
             self._before_step = {id(p.grad): fingerprint(p.grad) for p in params}
+            self._supplied(params)
+
+    def _supplied(self, params: list) -> None:
+        """Tensors the last audited backward left without a gradient that have one as the optimizer steps: the
+        program computed it itself (an XNOR-Net's hand-written gradient for its full-precision weights), so no
+        gradient is missing (missing-gradient: cause ``supplied``)."""
+        pending = self._pending
+        if pending is None or pending.index != self.backwards:
+            return
+        from gradcheck.model.trace import ChainBreak
+
+        for p in params:
+            key = self.name_of(p)
+            sample = pending.samples.get(key) if key is not None else None
+            if sample is None or sample.has_grad:
+                continue
+            others = tuple(b for b in pending.breaks if b.param != key)
+            pending.breaks = (*others, ChainBreak(
+                param=key, cause="supplied", array=key, launch=None, index=None,
+                detail=f"backward leaves {key}.grad None and the program sets it before the optimizer steps",
+                fix="nothing: the optimizer steps on the gradient the program computed",
+            ))  # fmt: skip
 
     def after_step(self, optimizer) -> None:
         if self.busy or not self.own_thread():

@@ -9,7 +9,8 @@ each leaves ``w._version`` unchanged and changes ``x.grad``; ``w.data.set_(...)`
 
 Evidence, on the forwards of audited backwards only: each such alias taken after the forward began (autograd's
 sequence number moved since the last backward: before that no node can have saved anything) records the
-tensor's address, its bit-exact fingerprint as the alias is taken, autograd's next sequence number and the line.
+tensor's storage and the elements it covers, their bit-exact fingerprint in memory order as the alias is taken
+(``w`` and the ``w.t()`` a Linear saves are the same elements), autograd's next sequence number and the line.
 Before the backward runs, each tensor a node of it saved (its ``_saved_*``, which torch unpacks only when its own
 version check passes: any change since is one torch did not see) is compared with the first alias taken after
 that node saved it: different bytes are an error naming the tensor, the node and the alias whose write changed
@@ -31,6 +32,7 @@ from gradcheck.model.trace import BridgeIssue
 
 MAX_ACCESSES = 256  # aliases fingerprinted per forward
 MAX_ELEMENTS = 1 << 22  # a tensor fingerprinted when an alias of it is taken, up to this size
+MAX_ALIASED = 4096  # tensors remembered as read through an alias, per forward
 
 # how the alias was taken -> what it is, in a sentence
 _ALIASES = {
@@ -52,10 +54,12 @@ _FIXES = {
 
 @dataclass(frozen=True)
 class _Access:
-    ptr: int  # the address the alias writes (after an assignment: the new one, which the saved tensor now reads)
-    numel: int
+    storage: object  # a StorageWeakRef of the memory the alias writes (after an assignment: the new memory, which
+    # the saved tensor now reads): a freed storage whose address is used again is not it
+    ptr: int  # where the tensor starts in it (what a saved tensor is first matched on)
+    footprint: tuple  # the elements it covers, in memory order (_footprint): a transpose covers the same ones
     order: int  # autograd's next sequence number as it was taken: nodes below it had saved the tensor already
-    bytes_print: int  # the tensor's fingerprint as it was taken (for an assignment: the replaced values')
+    bytes_print: int  # the fingerprint of those elements as it was taken (for an assignment: the replaced values')
     how: str  # a key of _FIXES
     site: str
     name: str | None  # the tensor's name in the program, where the watch knew it as the alias was taken
@@ -71,6 +75,9 @@ class UnversionedWrites:
         self._accesses: list[_Access] = []
         self._quiet = -1  # autograd's next sequence number when the last backward ended (nothing made since)
         self.armed = False  # the next backward is audited: aliases taken now are recorded
+        # id(tensor) -> how: tensors the forward read through an alias (missing-gradient: a Parameter read only
+        # through .data is kept on purpose or lost, never an error)
+        self.aliased: dict[int, str] = {}
 
     def rearm(self) -> None:
         """A backward ended (or the watch began): record aliases for the next one if it is audited."""
@@ -78,6 +85,7 @@ class UnversionedWrites:
 
         watch = self._watch
         self._accesses = []
+        self.aliased = {}
         self._quiet = _sequence(torch)
         self.armed = watch.cadence.full(watch.backwards + 1) and hasattr(torch._C._autograd, "_get_sequence_nr")
 
@@ -96,14 +104,15 @@ class UnversionedWrites:
         import torch
 
         order = self._recording(torch)
-        if order is None or not _measurable(torch, tensor):
+        if order is None:
             return
-        from gradcheck.pytorch.patches import data_ptr
-        from gradcheck.pytorch.stats import fingerprint
-
+        if len(self.aliased) < MAX_ALIASED:
+            self.aliased.setdefault(id(tensor), how)
+        if not _measurable(torch, tensor):
+            return
         with self._watch._guard("unversioned alias"):
-            self._accesses.append(_Access(data_ptr(tensor), tensor.numel(), order, fingerprint(tensor), how,
-                                          short(caller_site()), self._watch.name_of(tensor)))  # fmt: skip
+            self._accesses.append(_access(tensor, order, _print(tensor), how, short(caller_site()),
+                                          self._watch.name_of(tensor)))  # fmt: skip
 
     def assigning(self, tensor):
         """``tensor.data = ...`` is about to run: what to record once it has (call the result with the tensor), or
@@ -113,15 +122,12 @@ class UnversionedWrites:
         order = self._recording(torch)
         if order is None or not _measurable(torch, tensor):
             return None
-        from gradcheck.pytorch.patches import data_ptr
-        from gradcheck.pytorch.stats import fingerprint
-
         with self._watch._guard("unversioned alias"):
-            before, site, name = fingerprint(tensor), short(caller_site()), self._watch.name_of(tensor)
+            before, site, name = _print(tensor), short(caller_site()), self._watch.name_of(tensor)
 
         def assigned(after) -> None:
             with self._watch._guard("unversioned alias"):
-                self._accesses.append(_Access(data_ptr(after), after.numel(), order, before, ".data = ...", site, name))
+                self._accesses.append(_access(after, order, before, ".data = ...", site, name))
 
         return assigned
 
@@ -133,22 +139,21 @@ class UnversionedWrites:
         if not accesses:
             return
         from gradcheck.pytorch.saved_overwrites import saved_items
-        from gradcheck.pytorch.stats import fingerprint
 
-        by_key: dict = {}
+        by_start: dict = {}
         for access in accesses:
-            if access.ptr not in reported:
-                by_key.setdefault((access.ptr, access.numel), []).append(access)
+            if access.ptr not in reported and not access.storage.expired():
+                by_start.setdefault(access.ptr, []).append(access)
         judged: set = set()
-        for node, item, ptr in saved_items(graph.nodes_seen, {key[0] for key in by_key}):
-            key = (ptr, item.numel())
+        for node, item, ptr in saved_items(graph.nodes_seen, set(by_start)):
             order = node._sequence_nr() if hasattr(node, "_sequence_nr") else None
-            if key in judged or key not in by_key or order is None:
+            key = _key(item)
+            if order is None or key in judged:
                 continue
-            later = sorted((a for a in by_key[key] if a.order > order), key=lambda a: a.order)
+            later = sorted((a for a in by_start[ptr] if a.order > order and _key_of(a) == key), key=lambda a: a.order)
             if not later:
-                continue
-            now = fingerprint(item)
+                continue  # no alias of those elements taken since this node saved them
+            now = _print(item)
             if later[0].bytes_print == now:
                 continue  # read only, or restored: the backward reads what was saved
             judged.add(key)
@@ -165,6 +170,41 @@ class UnversionedWrites:
         if known is None:
             known = next((k for k, t in self._watch.tensors().items() if data_ptr(t) == ptr), None)
         return known or f"a tensor of shape {tuple(item.shape)}"
+
+
+def _footprint(tensor) -> tuple:
+    """The elements a tensor covers in its storage, in memory order: (offset, ((size, stride), ...) by decreasing
+    stride, without dimensions of size 1, dtype). ``w`` and ``w.t()`` have the same one."""
+    dims = sorted(((n, d) for n, d in zip(tensor.shape, tensor.stride()) if n != 1), key=lambda p: -p[1])
+    return tensor.storage_offset(), tuple(dims), tensor.dtype
+
+
+def _print(tensor) -> int:
+    """The fingerprint of a tensor's elements in memory order (pytorch.stats.fingerprint weighs values by position:
+    a transpose read in its own order would differ from the same bytes)."""
+    from gradcheck.pytorch.stats import fingerprint
+
+    offset, dims, _dtype = _footprint(tensor)
+    return fingerprint(tensor.detach().as_strided([n for n, _d in dims], [d for _n, d in dims], offset))
+
+
+def _access(tensor, order: int, bytes_print: int, how: str, site: str, name: str | None) -> _Access:
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from gradcheck.pytorch.patches import data_ptr
+
+    storage = StorageWeakRef(tensor.untyped_storage())
+    return _Access(storage, data_ptr(tensor), _footprint(tensor), order, bytes_print, how, site, name)
+
+
+def _key(tensor) -> tuple:
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    return StorageWeakRef(tensor.untyped_storage()), _footprint(tensor)
+
+
+def _key_of(access: _Access) -> tuple:
+    return access.storage, access.footprint
 
 
 def _measurable(torch, tensor) -> bool:

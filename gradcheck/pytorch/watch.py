@@ -300,6 +300,15 @@ class TorchWatch(Steps, Guarded):
             self._diagnosed.add(key)
             tensor = before["tracked"][key]
             cause = self.bridge.detached(tensor, key) or self.bridge.orphaned(key)
+            aliased = self.unversioned.aliased.get(id(tensor))
+            if cause is None and id(tensor) not in before["graph"].reached and aliased is not None:
+                cause = ChainBreak(
+                    param=key, cause="read-through-alias", array=key, launch=None, index=None,
+                    detail=f"the forward reads {key} only through {aliased}, which autograd does not record: a value "
+                    "the program keeps as a Parameter without learning it (a mask, an index), or a gradient lost",
+                    fix=f"if {key} is not meant to be learned, make it a buffer (register_buffer) or set "
+                    f"requires_grad=False; else use {key} itself in the computation, not its {aliased}",
+                )  # fmt: skip
             if cause is None and id(tensor) not in before["graph"].reached:
                 cause = ChainBreak(
                     param=key, cause="unreached", array=key, launch=None, index=None,

@@ -2,7 +2,7 @@
 the backward (issue 43): the gradient is silently computed from the written values.
 
 A critic in the WGAN style: ``h = WarpTanh(lin1(x))`` (a Warp kernel, its adjoint by a Warp tape), ``y = lin2(h *
-scale)``. ``lin2`` saves its weight and ``h * scale`` saves ``scale`` (each is what the gradient of the other
+scale).mean(1)``. ``lin2`` saves its weight and ``h * scale`` saves ``scale`` (each is what the gradient of the other
 operand is made of). The wrong cases write one of them after the loss is computed and before ``backward``:
 
 - ``clip``: WGAN's weight clipping, ``p.data.clamp_(-c, c)`` over lin2's parameters;
@@ -62,7 +62,7 @@ class WarpTanh(torch.autograd.Function):
 
 
 def critic(x, lin1, lin2, scale, activation):
-    return lin2(activation(lin1(x)) * scale).reshape(-1)
+    return lin2(activation(lin1(x)) * scale).mean(1)
 
 
 def write(case: str, lin2, scale) -> None:
@@ -94,7 +94,7 @@ def main() -> int:
     wp.config.quiet = True
     wp.init()
     torch.manual_seed(0)
-    lin1, lin2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)
+    lin1, lin2 = torch.nn.Linear(4, 8), torch.nn.Linear(8, 3)  # lin2 saves weight.t(): other order, same bytes
     scale = torch.nn.Parameter(torch.rand(8) + 0.5)
     params = [*lin1.parameters(), *lin2.parameters(), scale]
     optimizer = torch.optim.RMSprop(params, lr=5e-3)
@@ -125,7 +125,7 @@ def _difference(params, used, x, target) -> float:
     used."""
     copies = [u.clone().requires_grad_(True) for u in used]
     w1, b1, w2, b2, scale = copies
-    y = ((torch.tanh(x @ w1.T + b1) * scale) @ w2.T + b2).reshape(-1)
+    y = ((torch.tanh(x @ w1.T + b1) * scale) @ w2.T + b2).mean(1)
     expected = torch.autograd.grad(((y - target) ** 2).mean(), copies)
     return max(float((p.grad - e).abs().max() / e.abs().max()) for p, e in zip(params, expected))
 
