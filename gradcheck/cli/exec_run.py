@@ -24,16 +24,24 @@ def run_exec(
     """``gradcheck exec``'s exit code, its options as exec_program declares them (already parsed)."""
     from gradcheck.cli.output import is_regular_target
     from gradcheck.cli.reporting import judged, suppressions, usage_error
+    from gradcheck.engine.launcher import current
     from gradcheck.engine.program_audit import audit_program
     from gradcheck.formats import check_supported
     from gradcheck.model import dataflow
     from gradcheck.model.options import CheckOptions
 
     program = list(program or [])
+    launch = current()  # a rank of torchrun or srun: its own report file, the program's exit status (engine.launcher)
+    if launch is not None:
+        keep_going = True  # a finding never stops a rank: the launcher would take it for a crash
+        if output is None:
+            from gradcheck.formats import OutputFormat
+
+            fmt = OutputFormat.json  # what `gradcheck combine` reads
     try:
         check_supported("exec", fmt)
         rules = suppressions(select, ignore)
-        target, output, graph = _checked(program, module, output, graph)
+        target, output, graph = _checked(program, module, output, graph, launch)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         return usage_error("exec", exc, fmt, output, fail_on=fail_on)
@@ -54,7 +62,9 @@ def run_exec(
         refresher.close()
     report = judged(_report(result, run, fail_on, debug), rules, _unjudged(blamed))
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
-    code = _deliver(report, fmt, output, stdio, stopped, verbose)
+    code = _deliver(report, fmt, output, stdio, stopped, verbose, launched=launch is not None)
+    if launch is not None:
+        return run.status  # the rank ends as the program did; the verdict is `gradcheck combine`'s
     if graph is not None:
         from gradcheck.cli.run import draw_graph
 
@@ -72,10 +82,11 @@ def _unjudged(blamed: bool) -> dict[str, str]:
 
 
 def _checked(
-    program: list[str], module: str | None, output: Path | None, graph: Path | None = None
+    program: list[str], module: str | None, output: Path | None, graph: Path | None = None, launch=None
 ) -> tuple[str, Path | None, Path | None]:
-    """The target, and --output and --graph made absolute (the program may chdir); every usage error before
-    anything runs."""
+    """The target, and --output and --graph made absolute (the program may chdir), --output made this rank's under
+    a launcher (``launch``: engine.launcher); every usage error before anything runs."""
+    from gradcheck.cli.output import is_regular_target
     from gradcheck.engine.program_files import program_inputs
 
     if module is None and not program:
@@ -87,6 +98,8 @@ def _checked(
         check_script(target)
     if output is not None:
         output = Path(os.path.abspath(os.path.expanduser(output)))
+    if launch is not None and (output is None or is_regular_target(output)):
+        output = launch.output(output)  # a device (/dev/stdout) is each process's own: used as it is
     if graph is not None:
         graph = Path(os.path.abspath(os.path.expanduser(graph)))
     if output is not None or graph is not None:  # run's check of both (it imports Typer: only when they are given)
@@ -115,9 +128,12 @@ def _report(result, run, fail_on, debug: bool):
     return report
 
 
-def _deliver(report, fmt, output: Path | None, stdio, said: tuple[str, ...] = (), verbose: bool = False) -> int:
-    """The report to --output or the original stdout, then gradcheck's error lines (``said`` first); the exit
-    code."""
+def _deliver(
+    report, fmt, output: Path | None, stdio, said: tuple[str, ...] = (), verbose: bool = False, launched: bool = False
+) -> int:
+    """The report to --output or the original stdout, then gradcheck's error lines (``said`` first; a rank of a
+    launched job says only that its report was lost: the rest is in the report, and its stderr is the program's);
+    the exit code."""
     from gradcheck.cli.output import ReportNotWritten, write_report_file
     from gradcheck.engine.hosting import flush_program_streams
     from gradcheck.formats import render
@@ -134,7 +150,7 @@ def _deliver(report, fmt, output: Path | None, stdio, said: tuple[str, ...] = ()
         lost = f"cannot write --output {str(output)!r}: {exc.strerror or exc}"
     except ReportNotWritten as exc:
         lost = f"the report could not be written to stdout ({exc}); give --output FILE"
-    for message in (*said, report.error, report.scenarios[0].error, lost):
+    for message in (lost,) if launched else (*said, report.error, report.scenarios[0].error, lost):
         if message:
             stdio.line(message)
     return int(combine([code, ExitCode.USAGE]) if lost else code)
