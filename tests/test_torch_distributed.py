@@ -48,7 +48,10 @@ def _ranks_said(stdout: str) -> list[str]:
 
 
 def _report(path: Path) -> dict:
-    (scenario,) = json.loads(path.read_text())["scenarios"]
+    report = json.loads(path.read_text())
+    rank = path.name.split(".rank")[1].split(".")[0]
+    assert report["environment"]["rank"] == rank and report["environment"]["launcher"] == "torchrun", report
+    (scenario,) = report["scenarios"]
     return scenario
 
 

@@ -34,7 +34,8 @@ def exec_program(
         None,
         "--output",
         metavar="FILE",
-        help="write the report to FILE instead of stdout (refreshed at most once a second)",
+        help="write the report to FILE instead of stdout (refreshed at most once a second); under torchrun or srun "
+        "one file per rank: {rank} in FILE, or a .rank<R> suffix",
     ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="lowest severity that makes the exit code 1"),
     select: list[str] = SELECT,

@@ -60,7 +60,7 @@ def run_exec(
         )  # fmt: skip
     if refresher is not None:
         refresher.close()
-    report = judged(_report(result, run, fail_on, debug), rules, _unjudged(blamed))
+    report = judged(_report(result, run, fail_on, debug, launch), rules, _unjudged(blamed))
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
     code = _deliver(report, fmt, output, stdio, stopped, verbose, launched=launch is not None)
     if launch is not None:
@@ -113,7 +113,9 @@ def _checked(
     return target, output, graph
 
 
-def _report(result, run, fail_on, debug: bool):
+def _report(result, run, fail_on, debug: bool, launch=None):
+    """The Report of one audited program; a rank's names the launcher, the rank, the world size and the restart
+    (engine.launcher: what combining the ranks' reports reads)."""
     from dataclasses import replace
 
     from gradcheck.engine.environment import describe
@@ -122,7 +124,10 @@ def _report(result, run, fail_on, debug: bool):
 
     if not debug:
         result = replace(result, traceback=None)
-    report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(fail_on))
+    environment = describe(result.device)
+    if launch is not None:
+        environment = {**environment, **launch.environment()}
+    report = Report(environment=environment, scenarios=(result,), fail_on=severity(fail_on))
     if run.interrupted is not None:
         report = replace(report, error=f"interrupted by {run.interrupted.what}", error_code=run.interrupted.exit_code)
     return report

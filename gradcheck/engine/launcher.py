@@ -38,6 +38,11 @@ class Launch:
     world_size: int
     restart: int  # the elastic restart this attempt is (0: the first)
 
+    def environment(self) -> dict[str, str]:
+        """What a rank's report says of its launch (its ``environment``: keys added, none renamed)."""
+        return {"launcher": self.launcher, "rank": str(self.rank), "local_rank": str(self.local_rank),
+                "world_size": str(self.world_size), "restart": str(self.restart)}  # fmt: skip
+
     def output(self, path: Path | None) -> Path:
         """This rank's report file for ``--output path`` (None: the default, in the working directory)."""
         given = str(path) if path is not None else os.path.abspath(DEFAULT_OUTPUT)
