@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from gradcheck.cli import blame, ci, doctor, exec_program, explain, list_scenarios, new, run, selftest, sweep
+from gradcheck.cli import blame, ci, combine, doctor, exec_program, explain, list_scenarios, new, run, selftest, sweep
 from gradcheck.version import __version__
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ COMMANDS = (
     ("sweep", sweep.sweep),
     ("explain", explain.explain),
     ("ci", ci.ci),
+    ("combine", combine.combine),
     ("selftest", selftest.selftest),
     ("new", new.new),
     ("doctor", doctor.doctor),

@@ -83,7 +83,7 @@ RENDERERS: dict[str, dict[OutputFormat, Renderer]] = {
     },
     "new": {OutputFormat.table: _Named("command_tables", "new"), OutputFormat.json: _Named("json_format", "render")},
 }
-KIND_OF_COMMAND = {"run": "report", "blame": "report", "exec": "report"}
+KIND_OF_COMMAND = {"run": "report", "blame": "report", "exec": "report", "combine": "report"}
 
 
 def supported(kind: str) -> tuple[str, ...]:

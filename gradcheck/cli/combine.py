@@ -1,0 +1,39 @@
+"""`gradcheck combine REPORT.json...`: one report from several (the ranks of a torchrun or srun job), as coverage.py's
+``combine`` merges parallel data files; its exit code is the combined verdict (engine.combine does the work)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gradcheck.cli.reporting import OUTPUT, VERBOSE, deliver, format_option, usage_exit
+from gradcheck.formats import OutputFormat, check_supported
+from gradcheck.model.errors import UsageError
+from gradcheck.model.options import FailOn
+
+
+def combine(
+    reports: list[Path] = typer.Argument(None, metavar="REPORT.json...", help="JSON reports (exec --format json)"),
+    fmt: OutputFormat = format_option("combine"),
+    output: Path = OUTPUT,
+    fail_on: FailOn = typer.Option(
+        None, "--fail-on", help="lowest severity that makes the exit code 1 (default: the reports' own)"
+    ),
+    verbose: bool = VERBOSE,
+) -> None:
+    """Merge JSON reports (each rank's, under torchrun or srun) into one: findings once each, with the ranks that
+    saw them; the exit code is the combined verdict."""
+    from gradcheck.cli.output import check_writable, error_line
+    from gradcheck.engine.combine import combine_reports
+
+    try:
+        check_supported("combine", fmt)
+        check_writable(output, inputs=list(reports or ()))
+        report = combine_reports(list(reports or ()), fail_on)
+    except UsageError as exc:
+        raise usage_exit("combine", exc, fmt, output) from None
+    deliver(report, fmt, output, verbose=verbose)
+    if report.error:
+        error_line(report.error)
+    raise typer.Exit(int(report.exit_code))
