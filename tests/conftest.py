@@ -166,6 +166,25 @@ def exec_json(*args: str, **kwargs):
     return proc, scenario
 
 
+def exec_cases(program, cases, env: dict | None = None, workers: int = 3, timeout: float = 300) -> dict:
+    """``exec_json(PROGRAM, "--case", CASE)`` for each case, ``workers`` at a time: case -> (process, scenario)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {
+            case: pool.submit(exec_json, str(program), "--case", case, env=env, timeout=timeout) for case in cases
+        }
+    return {case: future.result() for case, future in futures.items()}
+
+
+def worst_difference(program, *argv: str) -> float:
+    """The ``max relative gradient difference`` a test program's ``--check`` prints (its gradients against pure
+    torch's), run under plain python."""
+    out = subprocess.run([sys.executable, str(program), *argv, "--check"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+
+
 def audited(program, *argv: str, **options):
     """``gradcheck exec PROGRAM ARGV`` in this process (``audit_program``; ``options``: its keep_going, checks,
     cadence…): the ScenarioResult of a program that must have run to its end, exit status 0 (its error in the

@@ -8,13 +8,11 @@ Needs torch (``make test-torch``; ``make test`` skips this module).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
 
-from conftest import TESTS, exec_json  # noqa: E402
+from conftest import TESTS, exec_cases  # noqa: E402
 
 PROGRAM = TESTS / "programs" / "torch" / "grad_by_hand.py"
 pytestmark = pytest.mark.timeout(600)
@@ -22,12 +20,7 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def runs() -> dict:
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {
-            case: pool.submit(exec_json, str(PROGRAM), "--case", case, timeout=300)
-            for case in ("correct", "forgot", "detached")
-        }
-    return {case: future.result() for case, future in futures.items()}
+    return exec_cases(PROGRAM, ("correct", "forgot", "detached"))
 
 
 def _by_subject(scenario: dict) -> dict:

@@ -10,15 +10,11 @@ Needs torch (``make test-torch``; ``make test`` skips this module).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
 
-from conftest import TESTS, exec_json  # noqa: E402
+from conftest import TESTS, exec_cases, worst_difference  # noqa: E402
 
 PROGRAM = TESTS / "programs" / "torch" / "saved_overwrite.py"
 WRONG = {"overwritten": ("output", "MulBackward0"), "saved-not-recomputed": ("saved tensor", "WarpSquareBackward")}
@@ -28,12 +24,7 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="module")
 def runs() -> dict:
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {
-            case: pool.submit(exec_json, str(PROGRAM), "--case", case, env={"WARP_DEVICE": "cpu"}, timeout=300)
-            for case in (*WRONG, *CORRECT)
-        }
-    return {case: future.result() for case, future in futures.items()}
+    return exec_cases(PROGRAM, (*WRONG, *CORRECT), env={"WARP_DEVICE": "cpu"})
 
 
 @pytest.mark.parametrize("case", sorted(WRONG))
@@ -57,11 +48,7 @@ def test_a_copy_identical_values_and_a_recomputed_buffer_are_silent(runs, case):
 
 @pytest.mark.parametrize("case,wrong", [*((c, True) for c in WRONG), *((c, False) for c in CORRECT)])
 def test_each_case_against_torchs_own_gradients(case, wrong):
-    out = subprocess.run(
-        [sys.executable, str(PROGRAM), "--case", case, "--check"], capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+    worst = worst_difference(PROGRAM, "--case", case)
     assert (worst > 0.1) if wrong else (worst < 1e-5), worst
 
 
@@ -70,12 +57,7 @@ INPLACE = TESTS / "programs" / "torch" / "inplace_input.py"
 
 @pytest.fixture(scope="module")
 def inplace_runs() -> dict:
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {
-            case: pool.submit(exec_json, str(INPLACE), "--case", case, env={"WARP_DEVICE": "cpu"}, timeout=300)
-            for case in ("written", "fresh", "before")
-        }
-    return {case: future.result() for case, future in futures.items()}
+    return exec_cases(INPLACE, ("written", "fresh", "before"), env={"WARP_DEVICE": "cpu"})
 
 
 def test_an_argument_warp_wrote_in_place_after_an_op_saved_it_is_an_error(inplace_runs):
@@ -94,9 +76,5 @@ def test_an_argument_warp_wrote_in_place_after_an_op_saved_it_is_an_error(inplac
 
 @pytest.mark.parametrize("case,wrong", [("written", True), ("fresh", False), ("before", False)])
 def test_the_in_place_cases_against_torchs_own_gradients(case, wrong):
-    out = subprocess.run(
-        [sys.executable, str(INPLACE), "--case", case, "--check"], capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+    worst = worst_difference(INPLACE, "--case", case)
     assert (worst > 0.1) if wrong else (worst < 1e-5), worst

@@ -10,15 +10,11 @@ Needs torch (``make test-torch``; ``make test`` skips this module).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
 
-from conftest import TESTS, exec_json, line_of  # noqa: E402
+from conftest import TESTS, exec_cases, line_of, worst_difference  # noqa: E402
 
 PROGRAM = TESTS / "programs" / "torch" / "unversioned_write.py"
 # case -> (the tensor named, the node that saved it, how it was written, the line that took the alias)
@@ -39,12 +35,7 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="module")
 def runs() -> dict:
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {
-            case: pool.submit(exec_json, str(PROGRAM), "--case", case, env={"WARP_DEVICE": "cpu"}, timeout=300)
-            for case in (*WRONG, *CORRECT)
-        }
-    return {case: future.result() for case, future in futures.items()}
+    return exec_cases(PROGRAM, (*WRONG, *CORRECT), env={"WARP_DEVICE": "cpu"})
 
 
 @pytest.mark.parametrize("case", sorted(WRONG))
@@ -72,11 +63,7 @@ def test_reads_identical_values_copies_and_writes_outside_the_window_are_silent(
 
 @pytest.mark.parametrize("case,wrong", [*((c, True) for c in WRONG), *((c, False) for c in CORRECT)])
 def test_each_case_against_pure_torch_at_the_values_the_forward_used(case, wrong):
-    out = subprocess.run(
-        [sys.executable, str(PROGRAM), "--case", case, "--check"], capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    worst = float(out.stdout.split("max relative gradient difference:")[1].split()[0])
+    worst = worst_difference(PROGRAM, "--case", case)
     assert (worst > 0.1) if wrong else (worst < 1e-5), worst
 
 

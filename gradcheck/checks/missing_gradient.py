@@ -61,9 +61,9 @@ be zero, as for a bias a batch norm cancels),
 one that nothing trains (requires grad, in no optimizer: a frozen or unused part of a model) one info; the cause
 named is the loss's autograd graph never reaching it (used under torch.no_grad(), through .detach() or .data,
 or not at all; a warning when the forward read it only through .data or .numpy(): a mask or an index kept as a
-Parameter on purpose cannot be told from a lost gradient), a tensor whose .grad the program sets itself before
-the optimizer steps (not missing, nothing said), the tensor handed to Warp as an array without gradient (wp.from_torch(x.detach())), or Warp
-writing its gradient into a buffer zero_grad() replaced (see torch-bridge).
+Parameter on purpose cannot be told from a lost gradient), the tensor handed to Warp as an array without gradient
+(wp.from_torch(x.detach())), or Warp writing its gradient into a buffer zero_grad() replaced (see torch-bridge).
+A tensor whose .grad the program sets itself before the optimizer steps is not missing: nothing is said.
 
 Fix: allocate with requires_grad=True and create states and controls before the tape.
 
