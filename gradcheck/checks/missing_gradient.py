@@ -148,7 +148,7 @@ def check(trace: Trace, options=None) -> tuple[Finding, ...]:
     kinds = {p.name: _kind(p, skipped) for p in trace.params}
     sizes = family_sizes(p.name for p in params)
     findings = []
-    supplied = {name for name, found in _breaks(trace).items() if found.cause == _SUPPLIED}
+    supplied = {name for name, found in _breaks(trace).items() if found.cause in _NOT_MISSING}
     for kind in (_NO_BUFFER, _ALL_ZERO):
         missing = [p for p in params if kinds[p.name] == kind and p.name not in supplied]
         for fam, members in group_by_family(missing, key=lambda p: p.name).items():
@@ -263,6 +263,8 @@ _TORCH_CAUSES = ("detached", "unreached", "orphaned", "zero-derivative", "read-t
 _WARNING_CAUSES = ("zero-derivative", "read-through-alias")
 # a torch tensor backward leaves without .grad whose .grad the program sets before the optimizer steps: not missing
 _SUPPLIED = "supplied"
+# ... or a DDP parameter never reached under find_unused_parameters=True: the program declared it may go unused
+_NOT_MISSING = (_SUPPLIED, "declared-unused")
 # chain breaks with every link on the tape: the launch's own adjoint passes nothing
 _ADJOINT_CAUSES = ("zero-adjoint", "wrong-adjoint")
 

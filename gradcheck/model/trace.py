@@ -185,6 +185,22 @@ class BridgeIssue:
 
 
 @dataclass(frozen=True)
+class RankDivergence:
+    """What differs across the ranks of a DistributedDataParallel job at one audited step (gradcheck.pytorch.ranks),
+    judged by checks.cross_rank."""
+
+    kind: str  # "gradient-diverged" | "gradient-missing" | "parameter-diverged" | "bucket-detached"
+    subject: str  # "model.inp.weight.grad", or the parameter for parameter-diverged
+    backward: int  # the audited torch backward whose step it was seen at
+    ranks: tuple[int, ...]  # the ranks that differ from the others (all of them when no two agree)
+    world_size: int
+    detail: str  # what differs and where it came from, in one sentence or two
+    fix: str
+    site: str | None = None  # the write named as the cause (a wp.from_torch call), when one is known
+    spread: float = 0.0  # largest relative difference between the ranks' fingerprints
+
+
+@dataclass(frozen=True)
 class InternalError:
     """A check, probe or observer part of gradcheck's own that raised: a finding, never at the cost of the others."""
 
@@ -445,6 +461,7 @@ class Trace:
     # audited backward with a chain break or a changed input, else the first audited one; None when not asked for
     dataflow: object | None = None
     bridge: tuple[BridgeIssue, ...] = ()  # torch<->Warp bridge mistakes (gradcheck exec on a PyTorch program)
+    cross_rank: tuple[RankDivergence, ...] = ()  # what differs across the ranks of a DDP job (exec under torchrun)
 
     @property
     def loss_repeats(self) -> bool:

@@ -43,6 +43,7 @@ class _Alias:
     data: int
     grad: int  # the wrapper's gradient memory (0: none)
     site: str
+    made: int = 0  # torch backwards done when it was made
 
 
 def _gone():
@@ -89,7 +90,7 @@ class Bridge:
         except TypeError:  # an array descriptor (return_ctype=True): its pointers are known, not its lifetime
             ref = _gone
         try:
-            alias = _Alias(ref, weakref.ref(tensor), data, grad_ptr, short(caller_site()))
+            alias = _Alias(ref, weakref.ref(tensor), data, grad_ptr, short(caller_site()), self._watch.backwards)
         except TypeError:
             return
         self._aliases[id(array) if ref is not _gone else id(alias)] = alias
@@ -380,6 +381,26 @@ class Bridge:
                 name = self._watch.name_of(tensor) if tensor is not None else None
                 return f"{name}.grad" if name else None
         return None
+
+    def write_sites(self) -> dict:
+        """Where wp.from_torch made each live wrapper, by what it lets Warp write: ``("param", id)`` for a tensor
+        wrapped with its gradient (Warp's backward writes its ``.grad``), ``("tensor", id)`` and ``("memory", ptr)``
+        for the memory itself, ``("gone", ptr)`` for the memory of a tensor no longer alive (``("recent", ptr)``: made
+        since the last backward) (pytorch.ranks names the writes that bypass DDP's all-reduce with them)."""
+        found: dict = {}
+        for alias in self._aliases.values():
+            tensor = alias.tensor()
+            if tensor is None:  # a view gone since (w.data.view(-1)): its memory, for a parameter's, which stays put
+                found.setdefault(("gone", alias.data), alias.site)
+                if alias.made == self._watch.backwards:  # since the last backward: memory not freed and reused since
+                    found.setdefault(("recent", alias.data), alias.site)
+                continue
+            if alias.grad:
+                found.setdefault(("param", id(tensor)), alias.site)
+                found.setdefault(("memory", alias.grad), alias.site)
+            found.setdefault(("tensor", id(tensor)), alias.site)
+            found.setdefault(("memory", alias.data), alias.site)
+        return found
 
     def returned_ptrs(self) -> dict:
         """Addresses ``wp.to_torch`` made tensors of on this forward (the Warp memory torch was handed) -> where."""

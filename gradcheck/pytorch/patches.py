@@ -10,6 +10,7 @@ here, as the Warp side sees Warp through gradcheck.warp_compat.hooks:
 - ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
 - ``wp.from_torch`` and ``wp.to_torch`` (patched by warp_compat.torch_interop): which torch tensor and
   Warp array share memory, and where;
+- ``DistributedDataParallel.forward``: the DDP models a job trains, for the cross-rank checks (pytorch.ranks);
 - ``Tensor.data`` (read and assigned) and ``Tensor.numpy``: aliases torch does not version (pytorch.unversioned),
   recorded only while the next backward is audited.
 
@@ -75,6 +76,9 @@ def observed(watch):
     pre = optimizer_module.register_optimizer_step_pre_hook(lambda opt, args, kwargs: watch.before_step(opt))
     post = optimizer_module.register_optimizer_step_post_hook(lambda opt, args, kwargs: watch.after_step(opt))
     undo += [pre.remove, post.remove]
+    ddp = _ddp(torch)
+    if ddp is not None:
+        patch(ddp, "forward", lambda original: _ddp_forward(watch, original))
     for scaler in _scalers(torch):
         patch(scaler, "scale", lambda original: _scale(watch, original))
         patch(scaler, "step", lambda original: _scaler_step(watch, original))
@@ -171,6 +175,28 @@ def _grad(watch, original):
         )
 
     return grad
+
+
+def _ddp(torch):
+    """DistributedDataParallel, where this torch has torch.distributed (pytorch.ranks)."""
+    distributed = getattr(torch, "distributed", None)
+    if distributed is None or not distributed.is_available():
+        return None
+    import torch.nn.parallel
+
+    return getattr(torch.nn.parallel, "DistributedDataParallel", None)
+
+
+def _ddp_forward(watch, original):
+    """``DistributedDataParallel.forward``: which DDP models run, and whether this forward's backward all-reduces."""
+
+    @functools.wraps(original)
+    def forward(self, *args, **kwargs):
+        if not watch.busy:
+            watch.on_ddp_forward(self)
+        return original(self, *args, **kwargs)
+
+    return forward
 
 
 def _scalers(torch) -> list:

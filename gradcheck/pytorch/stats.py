@@ -113,3 +113,35 @@ def nonzero_norm(grad) -> tuple[int, float]:
         [torch.count_nonzero(flat).double(), torch.linalg.vector_norm(finite.double())]
     ).tolist()
     return int(nonzero), norm
+
+
+def sums(tensors: list) -> list[list[float] | None]:
+    """A cross-rank fingerprint of each tensor (pytorch.rank_compare): its sum, sum of magnitudes, sum of squares and
+    two strided sub-sums, in float64 (None for None, or for a tensor that is not floating point). One device
+    synchronisation per device, whatever the number of tensors."""
+    import torch
+
+    found: list[list[float] | None] = [None] * len(tensors)
+    by_device: dict[str, list] = {}
+    for k, tensor in enumerate(tensors):
+        if tensor is None:
+            continue
+        flat = _flat(tensor)
+        if not flat.is_floating_point():
+            continue
+        values = flat.double()
+        parts = [values.sum(), values.abs().sum(), (values * values).sum(), values[0::3].sum(), values[1::7].sum()]
+        by_device.setdefault(str(flat.device), []).append((k, torch.stack(parts)))
+    for rows in by_device.values():
+        numbers = torch.stack([row for _, row in rows]).cpu().tolist()
+        for (k, _), row in zip(rows, numbers, strict=True):
+            found[k] = row
+    return found
+
+
+def eps(tensor) -> float:
+    """The unit roundoff of a tensor's dtype (float32's for anything that is not floating point)."""
+    import torch
+
+    dtype = tensor.dtype if tensor.is_floating_point() else torch.float32
+    return float(torch.finfo(dtype).eps)

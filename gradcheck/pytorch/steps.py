@@ -86,6 +86,9 @@ class Steps:
         if self._suspects:
             with self._guard("step: leftovers"):
                 self._confirm(optimizer)
+        if self.ranks.window is not None:
+            with self._guard("cross-rank checks: step"):
+                self.ranks.before_step(optimizer)
         if not self._window:
             return
         from gradcheck.pytorch.stats import fingerprint
@@ -121,6 +124,9 @@ class Steps:
             return
         if self.warp is not None:
             self.warp.note_update()  # the params moved: a new iteration on the Warp side too
+        if self.ranks.window is not None and self.ranks.window.stepping:
+            with self._guard("cross-rank checks: step"):
+                self.ranks.after_step(optimizer)
         audit_next = self.cadence.full(self.backwards + 1)
         if not (audit_next or self._window):
             return  # between audited windows a step costs this much (its site is a walk of the stack)

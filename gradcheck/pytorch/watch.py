@@ -30,6 +30,7 @@ from gradcheck.pytorch.bridge import Bridge
 from gradcheck.pytorch.functions import FunctionTests
 from gradcheck.pytorch.grad_calls import GradCalls
 from gradcheck.pytorch.names import TorchNames
+from gradcheck.pytorch.ranks import CrossRanks
 from gradcheck.pytorch.reads import ReadWindow
 from gradcheck.pytorch.saved_overwrites import SavedOverwrites
 from gradcheck.pytorch.steps import Steps
@@ -73,6 +74,7 @@ class TorchWatch(Steps, Guarded):
         self.grad_calls = GradCalls(self, MAX_GRAPH_NODES)  # torch.autograd.grad calls, audited at the bridge
         self.saved = SavedOverwrites(self)  # tensors torch keeps for a backward, written by Warp behind its back
         self.unversioned = UnversionedWrites(self)  # ... or through .data, .numpy() or a wp.from_torch alias
+        self.ranks = CrossRanks(self)  # what differs across the ranks of a DDP job
         self._keys: dict[int, tuple[weakref.ref, str]] = {}
         self._roles: dict[str, str] = {}
         self._last_grad: dict[str, int] = {}  # key -> the last audited backward that left it a gradient
@@ -169,6 +171,11 @@ class TorchWatch(Steps, Guarded):
                 self.saved.returned(cls, result, inputs)
         return result
 
+    def on_ddp_forward(self, ddp) -> None:
+        if self.own_thread():
+            with self._guard("cross-rank checks: DDP forward"):
+                self.ranks.on_forward(ddp)
+
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):
         try:
@@ -186,6 +193,9 @@ class TorchWatch(Steps, Guarded):
         if not self.own_thread():  # another thread's is not watched: its .grad is not safe to read from here
             self.other_backwards += 1
             return run()
+        if self.ranks.active:
+            with self._guard("cross-rank checks"):
+                self.ranks.close()  # the last audited step's fingerprints to the other ranks
         self.backwards += 1
         index = self.backwards
         moved, self._moved = self._moved, {}
@@ -290,6 +300,8 @@ class TorchWatch(Steps, Guarded):
         confirmed, self._confirmed = tuple(self._confirmed), []
         self._pending = _Pending(index, before["loss"], before["site"], samples, described, confirmed, breaks)
         self._open.append(self._pending)
+        if self.ranks.active:
+            self.ranks.after_backward(index, before["graph"])
 
     def _breaks(self, before: dict, samples: dict) -> tuple:
         """Where the chain breaks, for each param first seen without a gradient (once a param)."""
@@ -308,6 +320,13 @@ class TorchWatch(Steps, Guarded):
                     "the program keeps as a Parameter without learning it (a mask, an index), or a gradient lost",
                     fix=f"if {key} is not meant to be learned, make it a buffer (register_buffer) or set "
                     f"requires_grad=False; else use {key} itself in the computation, not its {aliased}",
+                )  # fmt: skip
+            if cause is None and id(tensor) not in before["graph"].reached and self.ranks.declared_unused(tensor):
+                cause = ChainBreak(
+                    param=key, cause="declared-unused", array=key, launch=None, index=None,
+                    detail=f"the loss does not reach {key}, a parameter of a DistributedDataParallel model made with "
+                    "find_unused_parameters=True: the program says some of its parameters may go unused",
+                    fix="nothing",
                 )  # fmt: skip
             if cause is None and id(tensor) not in before["graph"].reached:
                 cause = ChainBreak(
@@ -356,6 +375,10 @@ class TorchWatch(Steps, Guarded):
         self.reads.close()
         if self.functions.pending:
             self.functions.settle()
+        with self._guard("cross-rank checks"):
+            said = self.ranks.finish()
+            if said:
+                self.notes.append(said)
         with self._guard("finish"):
             self._flush(everything=True)
             shared = self.bridge.shared()
@@ -383,4 +406,5 @@ class TorchWatch(Steps, Guarded):
             "sampling": sampling,
             "internal_errors": tuple(self.internal_errors),
             "bridge": self.bridge.issues(),
+            "cross_rank": tuple(self.ranks.found),
         } | ({"launch_checks": tested} if (tested := self.functions.result()) is not None else {})
