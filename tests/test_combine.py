@@ -81,3 +81,14 @@ def test_an_unreadable_file_is_named_and_the_others_are_still_combined(job):
     assert proc.stderr.count("gradcheck: error:") == 1
     proc = cli("combine", "notes.txt", cwd=str(job))
     assert proc.returncode == 2 and "notes.txt: not JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_rank_that_stopped_with_an_error_of_its_own_carries_it_into_the_combined_report(job, tmp_path):
+    env = {**os.environ, "TORCHELASTIC_RUN_ID": "t", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}
+    command = [sys.executable, "-m", "gradcheck", "exec", "--format", "json", "--output", "e.json", "missing.py"]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and not (tmp_path / "e.json").exists()  # the usage error went to the rank's file
+    (tmp_path / "e.rank0.json").write_bytes((job / "r.rank0.json").read_bytes())
+    proc, report = _combined(tmp_path, "e.rank0.json", "e.rank1.json")
+    assert proc.returncode == 2 and report["error"].startswith("rank 1: no such script 'missing.py'"), report
+    assert len(report["scenarios"]) == 1  # rank 0's program is still reported

@@ -78,6 +78,7 @@ UNSHOWN = {
     ("nonfinite", "loss"): "a NaN loss with finite gradients needs a program built for it",
     ("internal-error", ""): "a gradcheck failure; test_internal_error_evidence_is_its_own_type builds it",
     ("torch-bridge", ""): "needs PyTorch (tests/test_torch_exec.py runs its programs)",
+    ("cross-rank", ""): "needs torchrun with DDP (tests/test_torch_cross_rank.py runs its programs)",
 }
 _RESULTS: dict = {}
 

@@ -63,7 +63,8 @@ named is the loss's autograd graph never reaching it (used under torch.no_grad()
 or not at all; a warning when the forward read it only through .data or .numpy(): a mask or an index kept as a
 Parameter on purpose cannot be told from a lost gradient), the tensor handed to Warp as an array without gradient
 (wp.from_torch(x.detach())), or Warp writing its gradient into a buffer zero_grad() replaced (see torch-bridge).
-A tensor whose .grad the program sets itself before the optimizer steps is not missing: nothing is said.
+A tensor whose .grad the program sets itself before the optimizer steps is not missing: nothing is said; nor is a
+parameter of a DistributedDataParallel model made with find_unused_parameters=True that the loss does not reach.
 
 Fix: allocate with requires_grad=True and create states and controls before the tape.
 

@@ -38,10 +38,11 @@ def run_exec(
             from gradcheck.formats import OutputFormat
 
             fmt = OutputFormat.json  # what `gradcheck combine` reads
+        output = _rank_output(output, launch)  # before anything can fail: a usage error is reported there too
     try:
         check_supported("exec", fmt)
         rules = suppressions(select, ignore)
-        target, output, graph = _checked(program, module, output, graph, launch)
+        target, output, graph = _checked(program, module, output, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         return usage_error("exec", exc, fmt, output, fail_on=fail_on)
@@ -82,11 +83,10 @@ def _unjudged(blamed: bool) -> dict[str, str]:
 
 
 def _checked(
-    program: list[str], module: str | None, output: Path | None, graph: Path | None = None, launch=None
+    program: list[str], module: str | None, output: Path | None, graph: Path | None = None
 ) -> tuple[str, Path | None, Path | None]:
-    """The target, and --output and --graph made absolute (the program may chdir), --output made this rank's under
-    a launcher (``launch``: engine.launcher); every usage error before anything runs."""
-    from gradcheck.cli.output import is_regular_target
+    """The target, and --output and --graph made absolute (the program may chdir); every usage error before
+    anything runs."""
     from gradcheck.engine.program_files import program_inputs
 
     if module is None and not program:
@@ -98,8 +98,6 @@ def _checked(
         check_script(target)
     if output is not None:
         output = Path(os.path.abspath(os.path.expanduser(output)))
-    if launch is not None and (output is None or is_regular_target(output)):
-        output = launch.output(output)  # a device (/dev/stdout) is each process's own: used as it is
     if graph is not None:
         graph = Path(os.path.abspath(os.path.expanduser(graph)))
     if output is not None or graph is not None:  # run's check of both (it imports Typer: only when they are given)
@@ -111,6 +109,16 @@ def _checked(
     if output is None and not is_open(1):
         raise UsageError("stdout is closed, so the report could not be written; give --output FILE")
     return target, output, graph
+
+
+def _rank_output(output: Path | None, launch) -> Path | None:
+    """--output made this rank's under a launcher (engine.launcher), absolute (the program may chdir); a device
+    (/dev/stdout) is each process's own: used as it is."""
+    from gradcheck.cli.output import is_regular_target
+
+    if output is not None:
+        output = Path(os.path.abspath(os.path.expanduser(output)))
+    return launch.output(output) if output is None or is_regular_target(output) else output
 
 
 def _report(result, run, fail_on, debug: bool, launch=None):

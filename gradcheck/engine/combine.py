@@ -79,8 +79,26 @@ def combine_reports(paths: list[Path], fail_on=None):
         environment.pop(key, None)
     environment["combined"] = f"{len(latest)} report(s): " + ", ".join(f"{r.rank} ({r.path.name})" for r in latest)
     level = severity(fail_on if fail_on is not None else latest[0].data.get("fail_on") or "error")
-    error = ("not combined: " + "; ".join(unreadable)) if unreadable else None
-    return Report(environment=environment, scenarios=scenarios, fail_on=level, error=error)
+    errors = [f"rank {r.rank}: {r.data['error']}" for r in latest if r.data.get("error")]
+    if unreadable:
+        errors.append("not combined: " + "; ".join(unreadable))
+    return Report(
+        environment=environment, scenarios=scenarios, fail_on=level, error="; ".join(errors) or None,
+        error_code=_error_code(latest) if errors and not unreadable else None,
+    )  # fmt: skip
+
+
+def _error_code(reports: list[RankReport]):
+    """The exit code of a rank's report that stopped with an error of its own (an interrupt, a usage error)."""
+    from gradcheck.model.exit_codes import ExitCode
+
+    for report in reports:
+        if report.data.get("error"):
+            try:
+                return ExitCode(int(report.data.get("exit_code")))
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def _latest_per_rank(reports: list[RankReport]) -> tuple[list[RankReport], list[str]]:

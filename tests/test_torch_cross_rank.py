@@ -1,0 +1,148 @@
+"""The cross-rank checks (issue 44, item 3) on real DDP jobs: 2 ranks of torchrun on the CPU (gloo), each mistake of
+tests/programs/torch/ddp_faults.py found and each correct twin silent, and the exchange's deadline on a real store.
+
+Each case runs once under ``gradcheck exec`` with the program's own ``--check``: after training, the program
+all-gathers its parameters and prints their largest relative difference across ranks. So each mistake is proven to
+make the replicas differ, and each twin to keep them equal, by the program itself, beside what gradcheck says.
+
+Needs torch (``make test-torch``; ``make test`` skips this module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
+
+from conftest import TESTS  # noqa: E402
+
+PROGRAM = TESTS / "programs" / "torch" / "ddp_faults.py"
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.timeout(900)
+
+# case -> (the kind found, its subject); each found by both ranks
+MISTAKES = {
+    "added-after": ("gradient-diverged", "net.out.weight.grad"),
+    "grad-call": ("gradient-diverged", "net.out.weight.grad"),
+    "param-write": ("parameter-diverged", "net.out.weight"),
+    "grad-none": ("gradient-missing", "net.inp.bias.grad"),
+}
+TWINS = ("clean", "captured", "added-after-same", "param-write-all", "no-sync", "bucket-inplace", "unused")
+GLOO_EXIT = "terminate called without an active exception"  # gloo's teardown, ~1 run in 3 without gradcheck too
+
+
+def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
+    """Each rank's cross-rank findings, and the program's own largest difference across ranks."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "WARP_DEVICE": "cpu"}
+    command = [
+        str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", "gradcheck", "exec",
+        "--format", "json", "--output", "r.json", str(PROGRAM), "--case", case, "--check",
+    ]  # fmt: skip
+    for _attempt in range(2):
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0 or GLOO_EXIT not in done.stderr:
+            break
+    assert done.returncode == 0, done.stderr[-3000:]
+    worst = [float(w) for w in re.findall(r"rank \d worst ([\d.e+-]+)", done.stdout)]
+    assert len(worst) == 2, done.stdout
+    found = []
+    for rank in (0, 1):
+        (scenario,) = json.loads((cwd / f"r.rank{rank}.json").read_text())["scenarios"]
+        assert any(n.startswith("cross-rank checks (DDP): 4 audited step(s) compared across 2") for n in scenario["notes"])
+        found.append([f for f in scenario["findings"] if f["check"] == "cross-rank"])
+    return found, max(worst)
+
+
+@pytest.mark.parametrize("case", sorted(MISTAKES))
+def test_each_mistake_is_an_error_on_every_rank_naming_the_tensor(tmp_path, case):
+    found, worst = _audit(tmp_path, case)
+    assert worst > 1e-3, f"{case}: the replicas did not diverge ({worst})"
+    kind, subject = MISTAKES[case]
+    for findings in found:
+        assert [(f["severity"], f["evidence"]["kind"], f["subject"]) for f in findings] == [("error", kind, subject)]
+        assert findings[0]["evidence"]["world_size"] == 2 and findings[0]["evidence"]["differing_ranks"]
+    message = found[0][0]["message"]
+    if case == "added-after":  # written in place after backward, by Warp: the call is named
+        assert "written in place between backward and the step" in message and "ddp_faults.py:151" in message
+    if case == "grad-call":
+        assert "replaced (.grad = ...)" in message
+    if case == "param-write":
+        assert "ddp_faults.py:135" in message and found[0][0]["evidence"]["site"].endswith("ddp_faults.py:135")
+
+
+@pytest.mark.parametrize("case", TWINS)
+def test_each_correct_twin_is_silent(tmp_path, case):
+    found, worst = _audit(tmp_path, case)
+    assert worst == 0.0, f"{case}: the replicas differ ({worst})"
+    assert found == [[], []]
+
+
+def test_a_gradient_replaced_under_bucket_view_is_a_warning(tmp_path):
+    found, worst = _audit(tmp_path, "bucket-replaced")
+    assert worst == 0.0  # the values stay right: the warning is about memory and stale references
+    for findings in found:
+        assert [(f["severity"], f["evidence"]["kind"], f["subject"]) for f in findings] == [
+            ("warning", "bucket-detached", "net.out.weight.grad")
+        ]
+
+
+def test_an_unused_parameter_under_find_unused_parameters_is_not_a_missing_gradient(tmp_path):
+    _audit(tmp_path, "unused")
+    (scenario,) = json.loads((tmp_path / "r.rank0.json").read_text())["scenarios"]
+    assert [f for f in scenario["findings"] if f["check"] == "missing-gradient"] == []
+
+
+def test_combine_shows_a_divergence_once_with_both_ranks(tmp_path):
+    _audit(tmp_path, "added-after")
+    reports = [str(tmp_path / f"r.rank{r}.json") for r in (0, 1)]
+    done = subprocess.run(
+        [str(BIN / "gradcheck"), "combine", "--format", "json", *reports], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    (finding,) = [f for s in json.loads(done.stdout)["scenarios"] for f in s["findings"] if f["check"] == "cross-rank"]
+    assert finding["evidence"]["ranks"] == ["0", "1"] and "[rank" not in finding["message"]
+
+
+# -- the exchange on a real store: a rank that never posts is no verdict, within the deadline ----------------------
+def _store():
+    from torch.distributed import TCPStore
+
+    return TCPStore("127.0.0.1", 0, 1, True, timeout=__import__("datetime").timedelta(seconds=10))
+
+
+def test_a_rank_that_never_posts_is_no_verdict_within_the_deadline():
+    from gradcheck.pytorch.rank_exchange import RankExchange
+
+    exchange = RankExchange(_store(), rank=0, world=2, namespace="t/0")
+    exchange.post(3, {"0.0": {"n": 1}})
+    assert exchange.ready() == []  # rank 1 has not posted: nothing to compare yet, and no wait
+    began = time.monotonic()
+    assert exchange.settle(0.5) == []
+    assert time.monotonic() - began < 5
+    assert exchange.lost == ["backward #3: rank(s) 1 did not post it within 0.5 s (GRADCHECK_RANK_TIMEOUT)"]
+
+
+def test_a_rank_that_ended_earlier_is_no_verdict_at_once_and_read_steps_are_deleted():
+    from gradcheck.pytorch.rank_exchange import RankExchange
+
+    store = _store()
+    first, second = (RankExchange(store, rank=r, world=2, namespace="t/1") for r in (0, 1))
+    first.post(1, {"a": 1})
+    second.post(1, {"a": 2})
+    assert [(index, payloads) for index, payloads in first.ready()] == [(1, {0: {"a": 1}, 1: {"a": 2}})]
+    assert [index for index, _ in second.ready()] == [1]
+    assert not store.check([f"{first.prefix}/1/0"])  # read by both: gone from the store
+    first.post(5, {"a": 1})
+    second.settle(0.0)  # rank 1 ends after backward #1
+    began = time.monotonic()
+    assert first.settle(30.0) == []
+    assert time.monotonic() - began < 5
+    assert first.lost == ["backward #5: rank(s) 1 ended before it (uneven inputs)"]
