@@ -56,7 +56,9 @@ def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
     found = []
     for rank in (0, 1):
         (scenario,) = json.loads((cwd / f"r.rank{rank}.json").read_text())["scenarios"]
-        assert any(n.startswith("cross-rank checks (DDP): 4 audited step(s) compared across 2") for n in scenario["notes"])
+        assert any(
+            n.startswith("cross-rank checks (DDP): 4 audited step(s) compared across 2") for n in scenario["notes"]
+        )
         found.append([f for f in scenario["findings"] if f["check"] == "cross-rank"])
     return found, max(worst)
 

@@ -28,7 +28,6 @@ here, by the program itself), so a test proves each case's replicas diverge or s
 """
 
 import argparse
-import os
 import sys
 
 import torch
@@ -152,7 +151,9 @@ def _between(case: str, net: Net, x, rank: int) -> None:
         wp.launch(add_scaled, dim=weight.numel(), inputs=[wp.from_torch(penalty), 0.1], outputs=[grad])
     elif case == "added-after-same":  # weight decay: the same on every rank
         grad = wp.from_torch(weight.grad.view(-1))
-        wp.launch(add_scaled, dim=weight.numel(), inputs=[wp.from_torch(weight.detach().view(-1)), 0.01], outputs=[grad])
+        wp.launch(
+            add_scaled, dim=weight.numel(), inputs=[wp.from_torch(weight.detach().view(-1)), 0.01], outputs=[grad]
+        )
     elif case == "grad-none" and rank == 1:
         net.inp.bias.grad = None
     elif case == "bucket-replaced":
