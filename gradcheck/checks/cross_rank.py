@@ -47,6 +47,12 @@ Severity:
   program replaced it before the step: DDP copies it back at the next backward, and a reference to the old .grad
   (a Warp array made of it) no longer sees the gradient.
 
+Common causes: a term added to .grad after loss.backward() from this rank's own data (a Warp kernel writing
+wp.from_torch(p.grad), an auxiliary loss's torch.autograd.grad assigned to .grad, a hand-written regulariser); a
+gradient computed through model.module (outside DDP); a rank-dependent branch that clears .grad or writes the
+parameters (rank 0 alone clamping, loading a checkpoint, or logging through a write); optimizers built differently
+per rank.
+
 Not judged (silent, no verdict): steps whose backward ran under no_sync(); parameters outside DDP
 (parameters_to_ignore, frozen, rank-local modules); FSDP, ZeRO, tensor or pipeline parallelism; a parameter no
 rank gave a gradient (unused under find_unused_parameters=True).
