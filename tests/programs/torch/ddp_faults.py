@@ -147,8 +147,8 @@ def _between(case: str, net: Net, x, rank: int) -> None:
         weight.grad = weight.grad + 0.1 * torch.autograd.grad(aux, weight)[0]
     elif case == "added-after":  # a penalty from this rank's batch, added to the reduced gradient
         penalty = x.abs().mean(0).repeat(2)[: weight.numel()].contiguous()
-        grad = wp.from_torch(weight.grad.view(-1))
-        wp.launch(add_scaled, dim=weight.numel(), inputs=[wp.from_torch(penalty), 0.1], outputs=[grad])
+        penalised = wp.from_torch(weight.grad.view(-1))
+        wp.launch(add_scaled, dim=weight.numel(), inputs=[wp.from_torch(penalty), 0.1], outputs=[penalised])
     elif case == "added-after-same":  # weight decay: the same on every rank
         grad = wp.from_torch(weight.grad.view(-1))
         wp.launch(
