@@ -23,7 +23,7 @@ def _entry(gb=G, gs=G, pb=P, pa=P, eps=F32):
 
 def _local(**kw):
     fields = {"name": "net.w", "step": "SGD.step() (train.py:9)", "reached": True, "replaced": False,
-              "rewritten": False} | kw  # fmt: skip
+              "bypassed": False} | kw  # fmt: skip
     return {"0.0": Local(**fields)}
 
 
@@ -55,7 +55,7 @@ def test_agreeing_ranks_give_nothing():
 
 def test_a_gradient_written_after_backward_names_the_warp_alias():
     payloads = {0: {"0.0": _entry()}, 1: {"0.0": _entry(gs=_moved(G, 1.0))}}
-    (found,) = compare(4, payloads, _local(rewritten=True, sites=("train.py:40",)))
+    (found,) = compare(4, payloads, _local(sites=("train.py:40",)))
     assert (found.kind, found.subject, found.ranks, found.world_size, found.site) == (
         "gradient-diverged", "net.w.grad", (0, 1), 2, "train.py:40",
     )  # fmt: skip
@@ -67,6 +67,12 @@ def test_a_gradient_never_reduced_says_autograd_never_reached_it():
     payloads = {0: {"0.0": _entry()}, 1: {"0.0": _entry(gb=_moved(G, 1.0), gs=_moved(G, 1.0))}}
     (found,) = compare(1, payloads, _local(reached=False))
     assert "autograd never reached net.w" in found.detail and found.site is None
+
+
+def test_a_backward_without_a_ddp_forward_says_the_model_ran_outside_ddp():
+    payloads = {0: {"0.0": _entry()}, 1: {"0.0": _entry(gb=_moved(G, 1.0), gs=_moved(G, 1.0))}}
+    (found,) = compare(1, payloads, _local(bypassed=True))
+    assert "called through .module" in found.detail
 
 
 def test_a_gradient_on_some_ranks_only_is_missing_on_the_others():

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.timeout(900)
 MISTAKES = {
     "added-after": ("gradient-diverged", "net.out.weight.grad"),
     "grad-call": ("gradient-diverged", "net.out.weight.grad"),
+    "module-forward": ("gradient-diverged", "net.inp.weight.grad"),
     "param-write": ("parameter-diverged", "net.out.weight"),
     "grad-none": ("gradient-missing", "net.inp.bias.grad"),
 }
@@ -77,6 +78,10 @@ def test_each_mistake_is_an_error_on_every_rank_naming_the_tensor(tmp_path, case
     assert worst > 1e-3, f"{case}: the replicas did not diverge ({worst})"
     kind, subject = MISTAKES[case]
     for findings in found:
+        if case == "module-forward":  # every gradient of the model: one finding each, the first named here
+            assert {f["evidence"]["kind"] for f in findings} == {kind} and len(findings) == 5
+            assert "called through .module" in findings[0]["message"]
+            findings = [f for f in findings if f["subject"] == subject]
         assert [(f["severity"], f["evidence"]["kind"], f["subject"]) for f in findings] == [("error", kind, subject)]
         assert findings[0]["evidence"]["world_size"] == 2 and findings[0]["evidence"]["differing_ranks"]
     message = found[0][0]["message"]

@@ -36,7 +36,8 @@ bytes, so correct code agrees to the bit.
 Severity:
 - gradient-diverged (error): a .grad differs across ranks as the optimizer steps. Named with its cause: autograd
   never reached the parameter, so DDP never reduced it, yet it has a gradient (a Warp kernel wrote
-  wp.from_torch(p).grad inside a Function that captured p instead of taking it as an input); or it was equal when
+  wp.from_torch(p).grad inside a Function that captured p instead of taking it as an input), or no DDP forward ran
+  (the model called through model.module, outside DDP); or it was equal when
   backward returned and written or replaced before the step (a term added after backward, through a Warp alias of
   p.grad or an assignment); the wp.from_torch call is named when there was one.
 - gradient-missing (error): a .grad is None on some ranks and set on others as the optimizer steps.
@@ -49,7 +50,7 @@ Severity:
 
 Common causes: a term added to .grad after loss.backward() from this rank's own data (a Warp kernel writing
 wp.from_torch(p.grad), an auxiliary loss's torch.autograd.grad assigned to .grad, a hand-written regulariser); a
-gradient computed through model.module (outside DDP); a rank-dependent branch that clears .grad or writes the
+forward through model.module (outside DDP: its hooks are not armed); a rank-dependent branch that clears .grad or writes the
 parameters (rank 0 alone clamping, loading a checkpoint, or logging through a write); optimizers built differently
 per rank.
 

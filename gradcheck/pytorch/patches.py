@@ -10,7 +10,8 @@ here, as the Warp side sees Warp through gradcheck.warp_compat.hooks:
 - ``torch.autograd.Function.apply``: the first call of each custom Function, to test it against its own forward;
 - ``wp.from_torch`` and ``wp.to_torch`` (patched by warp_compat.torch_interop): which torch tensor and
   Warp array share memory, and where;
-- ``DistributedDataParallel.forward``: the DDP models a job trains, for the cross-rank checks (pytorch.ranks);
+- ``DistributedDataParallel.__init__`` and ``forward``: the DDP models a job trains, and whether a forward
+  all-reduces, for the cross-rank checks (pytorch.ranks);
 - ``Tensor.data`` (read and assigned) and ``Tensor.numpy``: aliases torch does not version (pytorch.unversioned),
   recorded only while the next backward is audited.
 
@@ -78,6 +79,7 @@ def observed(watch):
     undo += [pre.remove, post.remove]
     ddp = _ddp(torch)
     if ddp is not None:
+        patch(ddp, "__init__", lambda original: _ddp_made(watch, original))
         patch(ddp, "forward", lambda original: _ddp_forward(watch, original))
     for scaler in _scalers(torch):
         patch(scaler, "scale", lambda original: _scale(watch, original))
@@ -185,6 +187,19 @@ def _ddp(torch):
     import torch.nn.parallel
 
     return getattr(torch.nn.parallel, "DistributedDataParallel", None)
+
+
+def _ddp_made(watch, original):
+    """``DistributedDataParallel.__init__``: a DDP model is known from the start, even one the program then calls
+    only through ``.module`` (outside DDP: nothing is all-reduced)."""
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if not watch.busy:
+            watch.on_ddp_forward(self, made=True)
+
+    return __init__
 
 
 def _ddp_forward(watch, original):

@@ -41,7 +41,7 @@ class Local:
     step: str  # the optimizer step that read it ("SGD.step() (train.py:88)")
     reached: bool  # this backward's autograd graph reached it (so DDP's hook reduced it)
     replaced: bool  # its .grad at the step is not the tensor backward left
-    rewritten: bool  # its .grad changed between backward and the step
+    bypassed: bool  # no DDP forward ran for this backward (the model called through .module): nothing all-reduced
     sites: tuple[str, ...] = ()  # wp.from_torch calls that aliased its .grad (or it, with its gradient)
     param_sites: tuple[str, ...] = ()  # wp.from_torch calls that aliased the parameter's memory
 
@@ -134,11 +134,22 @@ def _gradient(index, at_step, entries, eps, info: Local, world) -> RankDivergenc
         detail=f"{subject} differs across ranks (rank(s) {_list(ranks)} of {world}; relative difference "
         f"{spread:.3g}) as {info.step} steps after backward #{index}: {cause}. Each replica steps on its own "
         "gradient and they drift apart",
-        fix=f"let autograd produce {subject} (return it from the torch.autograd.Function's backward, so DDP's hook "
-        "all-reduces it), or all-reduce what you add yourself (dist.all_reduce(p.grad); p.grad /= world_size) "
-        "before the step",
+        fix=_fix(subject, info),
         site=site, spread=spread,
     )  # fmt: skip
+
+
+def _fix(subject: str, info: Local) -> str:
+    if info.bypassed:
+        return (
+            "call the DistributedDataParallel model itself (model(x)), not model.module(x), in every forward whose "
+            "gradients train it"
+        )
+    return (
+        f"let autograd produce {subject} (return it from the torch.autograd.Function's backward, so DDP's hook "
+        "all-reduces it), or all-reduce what you add yourself (dist.all_reduce(p.grad); p.grad /= world_size) "
+        "before the step"
+    )
 
 
 def _cause(info: Local, reduced: bool) -> tuple[str, str | None]:
@@ -149,6 +160,12 @@ def _cause(info: Local, reduced: bool) -> tuple[str, str | None]:
         return (
             f"it was equal on every rank when backward returned (DDP's all-reduce) and was {how} between backward "
             f"and the step with values that differ per rank{by}",
+            site,
+        )
+    if info.bypassed:
+        return (
+            f"no DistributedDataParallel forward ran before this backward (the model was called through .module, "
+            f"outside DDP), so DDP all-reduced no gradient of it{by}",
             site,
         )
     if not info.reached:

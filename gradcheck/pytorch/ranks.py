@@ -49,6 +49,7 @@ class _Entry:
     reached: bool
     n: int
     eps: float
+    bypassed: bool  # no DDP forward ran for this backward: the model was called through .module
     gb: list | None = None  # the .grad's fingerprint as backward returned
     grad_id: int | None = None  # ... and which tensor it was
     view: bool = False  # ... a view of DDP's bucket
@@ -79,6 +80,7 @@ class CrossRanks:
         self._reported: set = set()
         self._locals: dict[int, dict] = {}  # backward -> key -> rank_compare.Local, until the ranks' payloads arrive
         self.compared = 0
+        self.world = 0
         self.unavailable: str | None = None
 
     @property
@@ -86,12 +88,14 @@ class CrossRanks:
         return bool(self._ddps) and self.exchange is not None
 
     # -- DDP's forward ----------------------------------------------------------------------------------------------
-    def on_forward(self, ddp) -> None:
+    def on_forward(self, ddp, made: bool = False) -> None:
         import torch
 
         entry = self._ddps.get(id(ddp))
         if entry is None or entry.ref() is not ddp:
             entry = self._adopt(ddp)
+        if made:
+            return
         entry.synced = torch.is_grad_enabled() and bool(getattr(ddp, "require_backward_grad_sync", True))
         entry.forward_at = self._watch.backwards
 
@@ -128,6 +132,7 @@ class CrossRanks:
             f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         )
         self.exchange = RankExchange(store, dist.get_rank(), world, namespace)
+        self.world = world
 
     def declared_unused(self, tensor) -> bool:
         """``tensor`` is a parameter of a DDP model made with find_unused_parameters=True: going unused is declared."""
@@ -135,22 +140,24 @@ class CrossRanks:
 
     # -- an audited backward, its steps -----------------------------------------------------------------------------
     def after_backward(self, index: int, graph) -> None:
-        """Backward ``index`` (audited) returned: DDP has all-reduced. Its synced DDP models' gradients, read."""
+        """Backward ``index`` (audited) returned: DDP has all-reduced. The gradients of its DDP models, read: those
+        whose forward ran outside ``no_sync()``, and those the backward reached without a DDP forward (the model
+        called through ``.module``: nothing was all-reduced)."""
         from gradcheck.pytorch.stats import eps, sums
 
         window = _Window(index)
         grads = []
         for ddp in self._ddps.values():
-            if ddp.forward_at != index - 1 or not ddp.synced or ddp.ref() is None:
-                continue
-            for key, ref in ddp.params:
-                p = ref()
-                if p is None:
-                    continue
+            ran = ddp.forward_at == index - 1  # DDP's forward ran for this backward: its hooks all-reduce
+            if (ran and not ddp.synced) or ddp.ref() is None:
+                continue  # no_sync(): the gradients are meant to differ
+            params = [(key, ref, p) for key, ref in ddp.params if (p := ref()) is not None]
+            if not ran and not any(id(p) in graph.reached for _, _, p in params):
+                continue  # this backward is not the DDP model's
+            for key, ref, p in params:
                 g = p.grad
-                entry = _Entry(
-                    key, ref, self._watch._key(p), ddp.bucket_view, id(p) in graph.reached, p.numel(), eps(p)
-                )
+                reached = id(p) in graph.reached
+                entry = _Entry(key, ref, self._watch._key(p), ddp.bucket_view, reached, p.numel(), eps(p), not ran)
                 entry.grad_id = id(g) if g is not None else None
                 entry.view = g is not None and g._base is not None
                 window.entries[key] = entry
@@ -224,7 +231,7 @@ class CrossRanks:
             if not e.stepped:
                 continue
             payload[key] = {"n": e.n, "e": e.eps, "gb": e.gb, "gs": e.gs, "pb": e.pb, "pa": e.pa}
-            local[key] = Local(e.name, e.step, e.reached, e.replaced, e.gb != e.gs, e.sites, e.param_sites)
+            local[key] = Local(e.name, e.step, e.reached, e.replaced, e.bypassed, e.sites, e.param_sites)
         self._locals[window.index] = local
         self.exchange.post(window.index, payload)
 
@@ -262,9 +269,11 @@ class CrossRanks:
             except Exception as exc:  # noqa: BLE001
                 self._lost_store(exc)
             lost = exchange.lost
-        if self.unavailable is not None:
+        if self.unavailable is not None and not self.compared:
             return f"cross-rank checks (DDP): no verdict: {self.unavailable}"
-        said = f"cross-rank checks (DDP): {self.compared} audited step(s) compared across {exchange.world} ranks"
+        said = f"cross-rank checks (DDP): {self.compared} audited step(s) compared across {self.world} ranks"
+        if self.unavailable is not None:
+            said += f"; no verdict on the steps after them: {self.unavailable}"
         if lost:
             said += f"; no verdict for {len(lost)}: " + "; ".join(lost[:3])
         return said

@@ -171,10 +171,11 @@ class TorchWatch(Steps, Guarded):
                 self.saved.returned(cls, result, inputs)
         return result
 
-    def on_ddp_forward(self, ddp) -> None:
+    def on_ddp_forward(self, ddp, made: bool = False) -> None:
+        """A DistributedDataParallel model made (``made``) or run forward."""
         if self.own_thread():
             with self._guard("cross-rank checks: DDP forward"):
-                self.ranks.on_forward(ddp)
+                self.ranks.on_forward(ddp, made)
 
     # -- backward -----------------------------------------------------------------------------------------------
     def on_backward(self, tensors, grad_tensors, kwargs: dict, run):

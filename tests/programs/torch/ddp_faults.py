@@ -11,6 +11,8 @@ Mistakes (replicas diverge):
   after backward;
 - ``grad-call``: an auxiliary loss's gradient, taken with ``torch.autograd.grad`` through ``model.module`` (no DDP
   hook runs), assigned to ``.grad`` after backward (pytorch#47562);
+- ``module-forward``: the forward calls ``model.module`` (the wrapped model) instead of ``model``: DDP's hooks are
+  not armed and nothing is all-reduced (jingyaogong/minimind#853);
 - ``param-write``: rank 0 alone clamps a weight through ``wp.from_torch(w)`` after the step;
 - ``grad-none``: rank 1 alone clears a gradient before the step (a rank-dependent freeze);
 - ``bucket-replaced`` (a warning): ``gradient_as_bucket_view=True`` and ``p.grad = p.grad * 0.5`` before the step.
@@ -35,7 +37,7 @@ import torch.distributed as dist
 import warp as wp
 
 CASES = (
-    "clean", "captured", "grad-call", "added-after", "added-after-same", "param-write", "param-write-all",
+    "clean", "captured", "grad-call", "added-after", "module-forward", "added-after-same", "param-write", "param-write-all",
     "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused",
 )  # fmt: skip
 
@@ -127,7 +129,8 @@ def main() -> int:
                 torch.nn.functional.mse_loss(model(x[:8]), target[:8]).backward()
             torch.nn.functional.mse_loss(model(x[8:]), target[8:]).backward()
         else:
-            torch.nn.functional.mse_loss(model(x), target).backward()
+            forward = model.module if case == "module-forward" else model
+            torch.nn.functional.mse_loss(forward(x), target).backward()
         _between(case, net, x, rank)
         optimizer.step()
         if case == "param-write" and rank == 0 or case == "param-write-all":
