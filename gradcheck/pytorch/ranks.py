@@ -222,6 +222,9 @@ class CrossRanks:
                 self._judge(index, payloads)
         except Exception as exc:  # noqa: BLE001 - a store that went away: no verdict, said once
             self._lost_store(exc)
+            return
+        for index in [k for k in self._locals if k not in exchange.pending]:
+            del self._locals[index]  # a step the exchange gave up on
 
     def _post(self, window: _Window) -> None:
         from gradcheck.pytorch.rank_compare import Local
