@@ -84,7 +84,7 @@ test-compat: $(STAMP) $(foreach v,$(COMPAT_WARP),$(COMPAT_DIR)/$(v)/.installed)
 # extra's range (torch>=2.1) is then satisfied. `make test` skips these tests where torch is not installed.
 TORCH_VENV := .venv-torch
 TORCH_PIN ?= torch==2.13.0
-TORCH_TESTS ?= tests/test_torch_exec.py tests/test_torch_hosting.py tests/test_torch_functions.py tests/test_torch_reads.py tests/test_torch_grad_calls.py tests/test_torch_saved_overwrites.py tests/test_torch_unversioned.py tests/test_torch_thirdparty_data.py tests/test_torch_grad_by_hand.py tests/test_torch_distributed.py tests/test_torch_cross_rank.py
+TORCH_TESTS ?= tests/test_torch_exec.py tests/test_torch_hosting.py tests/test_torch_functions.py tests/test_torch_reads.py tests/test_torch_grad_calls.py tests/test_torch_saved_overwrites.py tests/test_torch_unversioned.py tests/test_torch_thirdparty_data.py tests/test_torch_grad_by_hand.py tests/test_torch_distributed.py tests/test_torch_cross_rank.py tests/test_torch_thirdparty_ddp.py
 
 $(TORCH_VENV)/.installed: pyproject.toml
 	rm -rf $(TORCH_VENV)

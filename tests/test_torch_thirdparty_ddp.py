@@ -1,0 +1,73 @@
+"""Third-party DDP training loops under torchrun and ``gradcheck exec``: the cross-rank checks (issue 44) on programs
+nobody here wrote (docs/real-programs.md lists them: source, licence, what each loop does). They are adaptations of
+other people's code, so they are not committed: they live in ``.venv-thirdparty/ddp_corpus/`` (or
+``$GRADCHECK_DDP_CORPUS``); without them this module skips, saying so.
+
+Each runs once on 2 ranks (gloo, CPU) with its own ``--check``: after training it all-gathers its parameters and
+prints their largest relative difference across ranks, the ground truth of whether the replicas diverged. The
+correct loops must give no cross-rank finding and no error at all; the one with a real bug (minimind's GRPO
+forward through ``model.module``, issue #853) must give the error on every gradient of its policy, and its fixed
+form (PR #854) nothing.
+
+Needs torch (``make test-torch``; ``make test`` skips this module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is an optional extra: `make test-torch` runs these tests")
+
+from conftest import TESTS  # noqa: E402
+
+CORPUS = Path(os.environ.get("GRADCHECK_DDP_CORPUS", TESTS.parent / ".venv-thirdparty" / "ddp_corpus"))
+NAMES = sorted(path.stem for path in CORPUS.glob("p[0-9][0-9]_*.py"))
+if not NAMES:
+    pytest.skip(f"the third-party DDP corpus is not in {CORPUS} (docs/real-programs.md)", allow_module_level=True)
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.timeout(900)
+# program (and arguments) -> the cross-rank kinds it must show; the others none
+CASES = {(name, ()): set() for name in NAMES} | {
+    ("p04_minimind_grpo_module", ()): {"gradient-diverged"},
+    ("p04_minimind_grpo_module", ("--fixed",)): set(),
+}
+GLOO_EXIT = "terminate called without an active exception"
+
+
+def _run(cwd: Path, name: str, extra: tuple) -> tuple[list[dict], float]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "WARP_DEVICE": "cpu"}
+    command = [
+        str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", "gradcheck", "exec",
+        "--format", "json", "--output", "r.json", str(CORPUS / f"{name}.py"), "--check", *extra,
+    ]  # fmt: skip
+    for _attempt in range(2):
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0 or GLOO_EXIT not in done.stderr:
+            break
+    assert done.returncode == 0, done.stderr[-3000:]
+    worst = [float(w) for w in re.findall(r"rank \d worst ([\d.e+-]+)", done.stdout)]
+    assert len(worst) == 2, done.stdout
+    scenarios = [json.loads((cwd / f"r.rank{r}.json").read_text())["scenarios"][0] for r in (0, 1)]
+    for scenario in scenarios:
+        assert any(n.startswith("cross-rank checks (DDP): ") and "compared across 2" in n for n in scenario["notes"])
+    return [s["findings"] for s in scenarios], max(worst)
+
+
+@pytest.mark.parametrize(("name", "extra"), sorted(CASES), ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_third_party_ddp_loop(tmp_path, name, extra):
+    findings, worst = _run(tmp_path, name, extra)
+    expected = CASES[(name, extra)]
+    for found in findings:
+        kinds = {f["evidence"]["kind"] for f in found if f["check"] == "cross-rank"}
+        assert kinds == expected, found
+        assert [f for f in found if f["severity"] == "error" and f["check"] != "cross-rank"] == [], found
+    assert (worst > 1e-3) == bool(expected), worst  # the program's own all-gather agrees
+    if expected:
+        assert all("called through .module" in f["message"] for f in findings[0])
