@@ -36,16 +36,13 @@ MISTAKES = {
     "param-write": ("parameter-diverged", "net.out.weight"),
     "grad-none": ("gradient-missing", "net.inp.bias.grad"),
 }
-TWINS = ("clean", "captured", "added-after-same", "param-write-all", "no-sync", "bucket-inplace", "unused")
+TWINS = ("clean", "captured", "added-after-same", "param-write-all", "no-sync", "bucket-inplace", "unused", "gan")
 
 
 def _line(text: str) -> str:
     """``ddp_faults.py:N`` of the program's line that holds ``text``."""
     (number,) = [n for n, line in enumerate(PROGRAM.read_text().splitlines(), 1) if text in line]
     return f"ddp_faults.py:{number}"
-
-
-GLOO_EXIT = "terminate called without an active exception"  # gloo's teardown, ~1 run in 3 without gradcheck too
 
 
 def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
@@ -57,17 +54,17 @@ def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
     ]  # fmt: skip
     for _attempt in range(2):
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode == 0 or GLOO_EXIT not in done.stderr:
-            break
+        if done.returncode == 0:
+            break  # else once more: gloo's teardown fails a job now and then on this machine, torchrun alone too
     assert done.returncode == 0, done.stderr[-3000:]
     worst = [float(w) for w in re.findall(r"rank \d worst ([\d.e+-]+)", done.stdout)]
     assert len(worst) == 2, done.stdout
     found = []
     for rank in (0, 1):
         (scenario,) = json.loads((cwd / f"r.rank{rank}.json").read_text())["scenarios"]
-        assert any(
-            n.startswith("cross-rank checks (DDP): 4 audited step(s) compared across 2") for n in scenario["notes"]
-        )
+        steps = 12 if case == "gan" else 4  # a GAN step is three backwards
+        said = f"cross-rank checks (DDP): {steps} audited step(s) compared across 2"
+        assert any(n.startswith(said) for n in scenario["notes"]), scenario["notes"]
         found.append([f for f in scenario["findings"] if f["check"] == "cross-rank"])
     return found, max(worst)
 

@@ -38,7 +38,6 @@ CASES = {(name, ()): set() for name in NAMES} | {
     ("p04_minimind_grpo_module", ()): {"gradient-diverged"},
     ("p04_minimind_grpo_module", ("--fixed",)): set(),
 }
-GLOO_EXIT = "terminate called without an active exception"
 
 
 def _run(cwd: Path, name: str, extra: tuple) -> tuple[list[dict], float]:
@@ -49,8 +48,8 @@ def _run(cwd: Path, name: str, extra: tuple) -> tuple[list[dict], float]:
     ]  # fmt: skip
     for _attempt in range(2):
         done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode == 0 or GLOO_EXIT not in done.stderr:
-            break
+        if done.returncode == 0:
+            break  # else once more: gloo's teardown fails a job now and then on this machine, torchrun alone too
     assert done.returncode == 0, done.stderr[-3000:]
     worst = [float(w) for w in re.findall(r"rank \d worst ([\d.e+-]+)", done.stdout)]
     assert len(worst) == 2, done.stdout

@@ -38,6 +38,7 @@ class _Ddp:
     find_unused: bool = False  # find_unused_parameters=True: the program says some may go unused
     synced: bool = False  # its last forward will all-reduce (grad enabled, not under no_sync())
     forward_at: int = -1  # backwards done when it last ran forward
+    consumed_at: int = 0  # the last audited backward that reached its parameters (its forward's hooks then fired)
 
 
 @dataclass
@@ -148,12 +149,17 @@ class CrossRanks:
         window = _Window(index)
         grads = []
         for ddp in self._ddps.values():
-            ran = ddp.forward_at == index - 1  # DDP's forward ran for this backward: its hooks all-reduce
-            if (ran and not ddp.synced) or ddp.ref() is None:
-                continue  # no_sync(): the gradients are meant to differ
+            if ddp.ref() is None:
+                continue
             params = [(key, ref, p) for key, ref in ddp.params if (p := ref()) is not None]
-            if not ran and not any(id(p) in graph.reached for _, _, p in params):
-                continue  # this backward is not the DDP model's
+            mine = any(id(p) in graph.reached for _, _, p in params)
+            # a DDP forward since the last backward that reached the model armed its hooks for this one (a GAN's
+            # generator runs forward once, before the discriminator's backwards that never reach it)
+            ran = ddp.forward_at >= ddp.consumed_at
+            if mine:
+                ddp.consumed_at = index
+            if (ran and not ddp.synced) or not (ran or mine):
+                continue  # no_sync(): the gradients are meant to differ; or this backward is not the model's
             for key, ref, p in params:
                 g = p.grad
                 reached = id(p) in graph.reached

@@ -22,7 +22,8 @@ it as an input, and Warp's tape writes its gradient through ``wp.from_torch(gate
 ``find_unused_parameters=True`` DDP still all-reduces a gradient written during backward, measured on torch 2.13);
 ``added-after-same`` (weight decay from the weight itself, alike on every rank);
 ``param-write-all`` (every rank clamps); ``no-sync`` (accumulation: the first micro-batch under ``no_sync()``);
-``bucket-inplace`` (``p.grad.mul_(0.5)``, the bucket view kept); ``unused`` (a parameter no rank uses, under
+``bucket-inplace`` (``p.grad.mul_(0.5)``, the bucket view kept); ``gan`` (two DDP models, the discriminator's
+backwards before the generator's, which runs forward once and is stepped on the third backward); ``unused`` (a parameter no rank uses, under
 ``find_unused_parameters=True``).
 
 ``--check`` prints, after training, the largest relative difference across ranks of every parameter (all-gathered
@@ -38,7 +39,7 @@ import warp as wp
 
 CASES = (
     "clean", "captured", "grad-call", "added-after", "module-forward", "added-after-same", "param-write", "param-write-all",
-    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused",
+    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused", "gan",
 )  # fmt: skip
 
 
@@ -113,6 +114,8 @@ def main() -> int:
     wp.config.quiet = True
     wp.init()
     torch.manual_seed(0)
+    if case == "gan":
+        return _gan(args, rank, world)
     net = Net(case)
     model = torch.nn.parallel.DistributedDataParallel(
         net, find_unused_parameters=case in ("captured", "unused"),
@@ -163,6 +166,35 @@ def _between(case: str, net: Net, x, rank: int) -> None:
         weight.grad = weight.grad * 0.5
     elif case == "bucket-inplace":
         weight.grad.mul_(0.5)
+
+
+def _gan(args, rank: int, world: int) -> int:
+    """A GAN step as torch's DCGAN example writes it, both models under DDP: D on real, D on fake.detach(), D
+    steps; then G's loss through D, G steps. G's forward runs before two backwards that never reach it."""
+    generator_net = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+    discriminator_net = Net("clean")
+    generator = torch.nn.parallel.DistributedDataParallel(generator_net)
+    discriminator = torch.nn.parallel.DistributedDataParallel(discriminator_net)
+    opt_g = torch.optim.Adam(generator.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(discriminator.parameters(), lr=1e-3)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    source = torch.Generator().manual_seed(200 + rank)
+    for _step in range(args.steps):
+        real = torch.randn(16, 4, generator=source) * 0.5 + 1.0
+        opt_d.zero_grad()
+        bce(discriminator(real), torch.ones(16, 1)).backward()
+        fake = generator(torch.randn(16, 2, generator=source))
+        bce(discriminator(fake.detach()), torch.zeros(16, 1)).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        bce(discriminator(fake), torch.ones(16, 1)).backward()
+        opt_g.step()
+    if args.check:
+        worst = max(_spread(generator_net, world), _spread(discriminator_net, world))
+        print(f"rank {rank} worst {worst:.3g}")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
 
 
 def _spread(net: Net, world: int) -> float:
