@@ -45,11 +45,11 @@ def _line(text: str) -> str:
     return f"ddp_faults.py:{number}"
 
 
-def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
+def _audit(cwd: Path, case: str, ranks: int = 2) -> tuple[list[dict], float]:
     """Each rank's cross-rank findings, and the program's own largest difference across ranks."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "WARP_DEVICE": "cpu"}
     command = [
-        str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", "gradcheck", "exec",
+        str(BIN / "torchrun"), "--standalone", f"--nproc-per-node={ranks}", "--no-python", "gradcheck", "exec",
         "--format", "json", "--output", "r.json", str(PROGRAM), "--case", case, "--check",
     ]  # fmt: skip
     for _attempt in range(2):
@@ -58,12 +58,12 @@ def _audit(cwd: Path, case: str) -> tuple[list[dict], float]:
             break  # else once more: gloo's teardown fails a job now and then on this machine, torchrun alone too
     assert done.returncode == 0, done.stderr[-3000:]
     worst = [float(w) for w in re.findall(r"rank \d worst ([\d.e+-]+)", done.stdout)]
-    assert len(worst) == 2, done.stdout
+    assert len(worst) == ranks, done.stdout
     found = []
-    for rank in (0, 1):
+    for rank in range(ranks):
         (scenario,) = json.loads((cwd / f"r.rank{rank}.json").read_text())["scenarios"]
         steps = 12 if case == "gan" else 4  # a GAN step is three backwards
-        said = f"cross-rank checks (DDP): {steps} audited step(s) compared across 2"
+        said = f"cross-rank checks (DDP): {steps} audited step(s) compared across {ranks}"
         assert any(n.startswith(said) for n in scenario["notes"]), scenario["notes"]
         found.append([f for f in scenario["findings"] if f["check"] == "cross-rank"])
     return found, max(worst)
@@ -99,6 +99,16 @@ def test_each_correct_twin_is_silent(tmp_path, case):
     found, worst = _audit(tmp_path, case)
     assert worst == 0.0, f"{case}: the replicas differ ({worst})"
     assert found == [[], []]
+
+
+def test_of_three_ranks_the_one_that_wrote_alone_is_named(tmp_path):
+    found, worst = _audit(tmp_path, "param-write", ranks=3)  # rank 0 alone clamps: ranks 1 and 2 agree
+    assert worst > 1e-3
+    for findings in found:
+        assert [(f["evidence"]["kind"], f["evidence"]["differing_ranks"]) for f in findings] == [
+            ("parameter-diverged", [0])
+        ]
+        assert "rank(s) 0 of 3" in findings[0]["message"]
 
 
 def test_a_gradient_replaced_under_bucket_view_is_a_warning(tmp_path):

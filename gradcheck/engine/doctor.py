@@ -102,6 +102,22 @@ def cuda_compile(archs, keep_in: Path | None = None) -> list[dict]:
     return rows
 
 
+def _cache_size(cache: Path) -> tuple[int, int]:
+    """(files, bytes) of the kernel cache. Another Warp process may be compiling into it now (Warp builds in a
+    temporary folder and renames it): an entry that vanishes while it is counted is skipped, never an error."""
+    import os
+
+    files = size = 0
+    for folder, _dirs, names in os.walk(cache, onerror=lambda _error: None):
+        for name in names:
+            try:
+                size += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+            files += 1
+    return files, size
+
+
 def diagnose(archs=DEFAULT_ARCHS) -> dict:
     import numpy as np
     import warp as wp
@@ -117,7 +133,7 @@ def diagnose(archs=DEFAULT_ARCHS) -> dict:
     except Exception as exc:  # noqa: BLE001 - reported, not raised: doctor must run where Newton cannot
         newton_version = f"not importable ({type(exc).__name__})"
     cache = Path(wp.config.kernel_cache_dir or "")
-    files = [p for p in cache.rglob("*") if p.is_file()] if cache.is_dir() else []
+    files, size = _cache_size(cache)
     return {
         "schema": SCHEMA,
         "versions": {
@@ -130,7 +146,7 @@ def diagnose(archs=DEFAULT_ARCHS) -> dict:
         },
         "devices": [str(d) for d in wp.get_devices()],
         "cuda": cuda_runtime_info() | {"devices": wp.get_cuda_device_count()},
-        "kernel_cache": {"path": str(cache), "files": len(files), "bytes": sum(p.stat().st_size for p in files)},
+        "kernel_cache": {"path": str(cache), "files": files, "bytes": size},
         "cuda_compile": cuda_compile(archs),
         "python_executable": sys.executable,
     }
