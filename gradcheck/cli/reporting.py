@@ -264,4 +264,5 @@ def judged(report, rules, not_judged: dict[str, str] | None = None):
 
     from gradcheck.checks import BY_NAME
 
-    return replace(rules.apply(report), checks=tuple(BY_NAME), not_judged=dict(not_judged or {}))
+    texts = {name: {"summary": m.SUMMARY, "explain": m.EXPLAIN} for name, m in BY_NAME.items()}
+    return replace(rules.apply(report), checks=tuple(BY_NAME), not_judged=dict(not_judged or {}), rule_texts=texts)

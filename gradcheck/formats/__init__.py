@@ -21,6 +21,9 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     junit = "junit"
+    sarif = "sarif"
+    github = "github"
+    gitlab = "gitlab"
 
 
 class _Named:
@@ -41,6 +44,10 @@ class _Named:
             from gradcheck.formats import json_format as module
         elif self.module == "junit":
             from gradcheck.formats import junit as module
+        elif self.module == "sarif":
+            from gradcheck.formats import sarif as module
+        elif self.module == "ci_annotations":
+            from gradcheck.formats import ci_annotations as module
         else:
             from gradcheck.formats import command_tables as module
         return module
@@ -54,11 +61,17 @@ RENDERERS: dict[str, dict[OutputFormat, Renderer]] = {
         OutputFormat.table: _Named("plain_table", "render"),  # Rich's table (formats.table) where it must draw it
         OutputFormat.json: _Named("json_format", "render"),
         OutputFormat.junit: _Named("junit", "render"),
+        OutputFormat.sarif: _Named("sarif", "render"),
+        OutputFormat.github: _Named("ci_annotations", "github"),
+        OutputFormat.gitlab: _Named("ci_annotations", "gitlab"),
     },
     "ci": {
         OutputFormat.table: _Named("command_tables", "ci"),
         OutputFormat.json: _Named("json_format", "render"),
         OutputFormat.junit: _Named("junit", "render"),
+        OutputFormat.sarif: _Named("sarif", "render"),
+        OutputFormat.github: _Named("ci_annotations", "github"),
+        OutputFormat.gitlab: _Named("ci_annotations", "gitlab"),
     },
     "selftest": {
         OutputFormat.table: _Named("command_tables", "selftest"),

@@ -226,6 +226,8 @@ class Report:
     error_code: ExitCode | None = None
     checks: tuple[str, ...] = ()  # every registered check, in registry order (JUnit: one testcase each)
     not_judged: Mapping[str, str] = field(default_factory=dict)  # check -> why it saw no evidence (exec's run-only)
+    # check -> {"summary", "explain"}: what the formats code review reads describe each rule with (SARIF)
+    rule_texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> ExitCode:
