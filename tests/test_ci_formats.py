@@ -131,3 +131,14 @@ def test_the_formats_are_offered_where_a_report_is_printed_and_refused_elsewhere
     assert "sarif" in cli("run", "--help").stdout
     bad = cli("explain", "accumulation", "--format", "sarif")
     assert bad.returncode == 2 and "has no --format sarif" in bad.stderr
+
+
+def test_source_root_sets_what_paths_are_relative_to_and_a_missing_one_is_a_usage_error(repo):
+    train = repo / "train"
+    args = ("exec", "--format", "gitlab", "--source-root", str(train), "loop.py", "--mistake", "new-tape-zero")
+    proc = cli(*args, cwd=train)
+    issues = json.loads(proc.stdout[proc.stdout.index("[\n") :])
+    assert {i["location"]["path"] for i in issues} == {"loop.py"}  # relative to --source-root, not git's top
+    bad = cli("exec", "--format", "sarif", "--source-root", str(repo / "nowhere"), "train/loop.py", cwd=repo)
+    assert bad.returncode == 2 and "--source-root" in bad.stderr and "no such folder" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.reporting import IGNORE, OUTPUT, SELECT, VERBOSE, format_option
+from gradcheck.cli.reporting import IGNORE, OUTPUT, SELECT, SOURCE_ROOT, VERBOSE, format_option
 from gradcheck.cli.run import DEVICE_HELP, GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
@@ -28,6 +28,7 @@ def blame(
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
     graph: Path = GRAPH,
+    root: Path = SOURCE_ROOT,
 ) -> None:
     """Test every launch's adjoint on the values it ran on: one row per kernel (`run --blame always`, one pass)."""
     from gradcheck.cli.run import run
@@ -57,4 +58,5 @@ def blame(
         quiet=quiet,
         debug=debug,
         graph=graph,
+        root=root,
     )

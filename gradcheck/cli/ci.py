@@ -11,7 +11,18 @@ from pathlib import Path
 import typer
 
 from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr, write_atomically
-from gradcheck.cli.reporting import IGNORE, OUTPUT, SELECT, deliver, format_option, judged, suppressions, usage_exit
+from gradcheck.cli.reporting import (
+    IGNORE,
+    OUTPUT,
+    SELECT,
+    SOURCE_ROOT,
+    deliver,
+    format_option,
+    judged,
+    source_root,
+    suppressions,
+    usage_exit,
+)
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
@@ -31,6 +42,7 @@ def ci(
     shard_spec: str = typer.Option(None, "--shard", metavar="I/N", help="run the I-th of N shards"),
     passes: int = typer.Option(None, "--passes", help="override \\[tool.gradcheck] passes"),
     fail_on: FailOn = typer.Option(None, "--fail-on", help="override \\[tool.gradcheck] fail-on"),
+    root: Path = SOURCE_ROOT,
 ) -> None:
     """Run the configured scenarios (\\[tool.gradcheck] in pyproject.toml), each isolated, for CI."""
     from gradcheck.cli.progress import progress_bars
@@ -46,6 +58,7 @@ def ci(
         config = ci_run.load_config(Path.cwd())
         source = config.source
         rules = suppressions(select, ignore)
+        rooted = source_root(root)
         ci_run.check_specs(config.entries, config.source)
         entries = ci_run.shard(config.entries, shard_spec)
         options = RunOptions(
@@ -78,7 +91,7 @@ def ci(
             report = ci_run.run_entries(entries, options, on_result, source=config.source)
         except UsageError as exc:
             raise usage_exit("ci", exc, fmt, output, source=config.source) from None
-    report = judged(report, rules)
+    report = judged(report, rules, root=rooted)
     if report.error:  # interrupted: what finished is still reported below
         error_line(report.error)
     if update_baseline:  # what fails now is accepted from now on: only a scenario that could not run fails

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.reporting import OUTPUT, VERBOSE, deliver, format_option, usage_exit
+from gradcheck.cli.reporting import OUTPUT, SOURCE_ROOT, VERBOSE, deliver, format_option, source_root, usage_exit
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
 from gradcheck.model.options import FailOn
@@ -21,16 +21,20 @@ def combine(
         None, "--fail-on", help="lowest severity that makes the exit code 1 (default: the reports' own)"
     ),
     verbose: bool = VERBOSE,
+    root: Path = SOURCE_ROOT,
 ) -> None:
     """Merge JSON reports (each rank's, under torchrun or srun) into one: findings once each, with the ranks that
     saw them; the exit code is the combined verdict."""
+    from dataclasses import replace
+
     from gradcheck.cli.output import check_writable, error_line
     from gradcheck.engine.combine import combine_reports
 
     try:
         check_supported("combine", fmt)
         check_writable(output, inputs=list(reports or ()))
-        report = combine_reports(list(reports or ()), fail_on)
+        rooted = source_root(root)
+        report = replace(combine_reports(list(reports or ()), fail_on), source_root=rooted)
     except UsageError as exc:
         raise usage_exit("combine", exc, fmt, output) from None
     deliver(report, fmt, output, verbose=verbose)

@@ -59,6 +59,7 @@ def exec_options() -> dict:
         ("--audit-every", "audit_every", int, Declared(AUDIT_EVERY, min=1)),
         ("--blame-at", "blame_at", int, Declared(None, min=1)),
         ("--graph", "graph", Path, Declared()),
+        ("--source-root", "root", Path, Declared()),
     )
     found.update({flag: (name, kind, declared) for flag, name, kind, declared in valued})
     return found

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from gradcheck.cli.exec_run import _report, run_exec  # noqa: F401 - _report: tests judge an audit as exec does
-from gradcheck.cli.reporting import IGNORE, SELECT, VERBOSE, format_option
+from gradcheck.cli.reporting import IGNORE, SELECT, SOURCE_ROOT, VERBOSE, format_option
 from gradcheck.cli.run import GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import AUDIT_EVERY, AUDIT_FIRST, FailOn
@@ -68,6 +68,7 @@ def exec_program(
         help="test each kernel's adjoint on the values of its first launch (against its own finite differences)",
     ),
     graph: Path = GRAPH,
+    root: Path = SOURCE_ROOT,
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
     in full, then sampled pairs; --audit-every 1 for all)."""
@@ -90,5 +91,6 @@ def exec_program(
             blame_at,
             adjoint_test,
             graph,
+            root,
         )  # fmt: skip
     )

@@ -20,10 +20,11 @@ def run_exec(
     program: list[str] | None, module: str | None, fmt, output: Path | None, fail_on, select: list[str] | None,
     ignore: list[str] | None, verbose: bool, keep_going: bool, max_norm: float | None, debug: bool, audit_first: int,
     audit_every: int, blame: bool, blame_at: int | None, adjoint_test: bool, graph: Path | None,
+    root: Path | None = None,
 ) -> int:  # fmt: skip
     """``gradcheck exec``'s exit code, its options as exec_program declares them (already parsed)."""
     from gradcheck.cli.output import is_regular_target
-    from gradcheck.cli.reporting import judged, suppressions, usage_error
+    from gradcheck.cli.reporting import judged, source_root, suppressions, usage_error
     from gradcheck.engine.launcher import current
     from gradcheck.engine.program_audit import audit_program
     from gradcheck.formats import check_supported
@@ -42,6 +43,7 @@ def run_exec(
     try:
         check_supported("exec", fmt)
         rules = suppressions(select, ignore)
+        rooted = source_root(root)
         target, output, graph = _checked(program, module, output, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
@@ -61,7 +63,7 @@ def run_exec(
         )  # fmt: skip
     if refresher is not None:
         refresher.close()
-    report = judged(_report(result, run, fail_on, debug, launch), rules, _unjudged(blamed))
+    report = judged(_report(result, run, fail_on, debug, launch), rules, _unjudged(blamed), root=rooted)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
     code = _deliver(report, fmt, output, stdio, stopped, verbose, launched=launch is not None)
     if launch is not None:

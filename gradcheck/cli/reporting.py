@@ -30,6 +30,9 @@ def _shared_options() -> dict:
     return {
         "OUTPUT": typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout"),
         "VERBOSE": typer.Option(False, "--verbose", "-v", help="every finding's full message, not one row per cause"),
+        "SOURCE_ROOT": typer.Option(
+            None, "--source-root", metavar="DIR", help="sarif/github/gitlab paths relative to DIR (default: git's top)"
+        ),
         "SELECT": typer.Option(
             None, "--select", metavar="CHECK[:SUBJECT]", help="report only these findings (glob subject); repeatable"
         ),
@@ -43,8 +46,8 @@ def _shared_options() -> dict:
 
 
 def __getattr__(name: str):
-    """OUTPUT, VERBOSE, SELECT, IGNORE: made once, when the first command module imports them."""
-    if name in ("OUTPUT", "VERBOSE", "SELECT", "IGNORE"):
+    """OUTPUT, VERBOSE, SELECT, IGNORE, SOURCE_ROOT: made once, when the first command module imports them."""
+    if name in ("OUTPUT", "VERBOSE", "SELECT", "IGNORE", "SOURCE_ROOT"):
         globals().update(_shared_options())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -257,7 +260,16 @@ class _CheckNames:
         return iter(BY_NAME)
 
 
-def judged(report, rules, not_judged: dict[str, str] | None = None):
+def source_root(path: Path | None) -> str | None:
+    """``--source-root`` checked before anything runs: an existing folder, absolute; None when not given."""
+    if path is None:
+        return None
+    if not Path(path).is_dir():
+        raise UsageError(f"--source-root {path}: no such folder; give the repository's root folder")
+    return str(Path(path).resolve())
+
+
+def judged(report, rules, not_judged: dict[str, str] | None = None, root: str | None = None):
     """The report as the user reads it: suppressed findings moved aside, every registered check named (JUnit),
     with the ones the driver gave no evidence to (``not_judged``: check -> why) kept apart from the passes."""
     from dataclasses import replace
@@ -265,4 +277,5 @@ def judged(report, rules, not_judged: dict[str, str] | None = None):
     from gradcheck.checks import BY_NAME
 
     texts = {name: {"summary": m.SUMMARY, "explain": m.EXPLAIN} for name, m in BY_NAME.items()}
-    return replace(rules.apply(report), checks=tuple(BY_NAME), not_judged=dict(not_judged or {}), rule_texts=texts)
+    judged_report = replace(rules.apply(report), checks=tuple(BY_NAME), not_judged=dict(not_judged or {}))
+    return replace(judged_report, rule_texts=texts, source_root=root)

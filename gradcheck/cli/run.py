@@ -11,10 +11,12 @@ from gradcheck.cli.reporting import (
     IGNORE,
     OUTPUT,
     SELECT,
+    SOURCE_ROOT,
     VERBOSE,
     deliver,
     format_option,
     judged,
+    source_root,
     suppressions,
     usage_exit,
 )
@@ -82,6 +84,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", help="no progress on stderr"),
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
     graph: Path = GRAPH,
+    root: Path = SOURCE_ROOT,
 ) -> None:
     """Run scenarios' forward/backward passes and check their gradients."""
     from gradcheck.cli.progress import progress_bars
@@ -91,7 +94,7 @@ def run(
     pictures: list = []  # --graph: the drivers' (scenario name, Dataflow | None)
     try:  # every gradcheck option checked before any scenario code runs
         check_supported("run", fmt)
-        rules = suppressions(select, ignore)
+        rules, rooted = suppressions(select, ignore), source_root(root)
         options = RunOptions(
             device=device,
             passes=passes,
@@ -115,7 +118,7 @@ def run(
             report = pipeline.run(specs, options, bars and bars.passes, bars and bars.scenarios)
     except UsageError as exc:
         raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
-    report = judged(report, rules)
+    report = judged(report, rules, root=rooted)
     _say_errors(report, debug)
     deliver(report, fmt, output, verbose=verbose)
     raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))

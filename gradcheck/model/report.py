@@ -228,6 +228,7 @@ class Report:
     not_judged: Mapping[str, str] = field(default_factory=dict)  # check -> why it saw no evidence (exec's run-only)
     # check -> {"summary", "explain"}: what the formats code review reads describe each rule with (SARIF)
     rule_texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    source_root: str | None = None  # --source-root: what sarif/github/gitlab paths are relative to (None: git's top)
 
     @property
     def exit_code(self) -> ExitCode:
