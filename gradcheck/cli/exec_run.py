@@ -53,7 +53,9 @@ def run_exec(
     stdio = KeptStdio(report_on_stdout=output is None)
     blamed = adjoint_test or blame or blame_at is not None
     refresher = (
-        _Refresher(output, fmt, fail_on, rules, blamed) if output is not None and is_regular_target(output) else None
+        _Refresher(output, fmt, fail_on, rules, blamed, rooted)
+        if output is not None and is_regular_target(output)
+        else None
     )
     with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
         result, run = audit_program(
@@ -176,8 +178,9 @@ class _Refresher:
     never reaches its end (``os._exit``, SIGKILL) still leaves its last audit on disk. Failures are silent: the
     final write says them. Closed before the final write, so no late refresh can replace it."""
 
-    def __init__(self, output: Path, fmt, fail_on, rules, blamed: bool) -> None:
+    def __init__(self, output: Path, fmt, fail_on, rules, blamed: bool, root: str | None = None) -> None:
         self.output, self.fmt, self.fail_on, self.rules, self.blamed = output, fmt, fail_on, rules, blamed
+        self.root = root
         self._lock = threading.Lock()
         self._closed = False
 
@@ -190,7 +193,7 @@ class _Refresher:
         from gradcheck.model.report import Report
 
         report = Report(environment=describe(result.device), scenarios=(result,), fail_on=severity(self.fail_on))
-        report = judged(report, self.rules, _unjudged(self.blamed))
+        report = judged(report, self.rules, _unjudged(self.blamed), root=self.root)
         text = render(report, self.fmt, color=False, width=100)
         with self._lock:
             if not self._closed:
