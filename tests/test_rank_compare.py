@@ -72,7 +72,13 @@ def test_a_gradient_never_reduced_says_autograd_never_reached_it():
 def test_a_backward_without_a_ddp_forward_says_the_model_ran_outside_ddp():
     payloads = {0: {"0.0": _entry()}, 1: {"0.0": _entry(gb=_moved(G, 1.0), gs=_moved(G, 1.0))}}
     (found,) = compare(1, payloads, _local(bypassed=True))
-    assert "called through .module" in found.detail
+    assert "called through .module" in found.detail and "retain_graph=True" in found.detail
+
+
+def test_a_parameter_frozen_when_ddp_was_built_is_named_so_with_its_fix():
+    payloads = {0: {"0.0": _entry()}, 1: {"0.0": _entry(gb=_moved(G, 1.0), gs=_moved(G, 1.0))}}
+    (found,) = compare(1, payloads, _local(excluded=True))
+    assert "DDP left net.w out when it was built" in found.detail and "after unfreezing net.w" in found.fix
 
 
 def test_a_gradient_on_some_ranks_only_is_missing_on_the_others():

@@ -139,7 +139,9 @@ def test_a_command_line_the_parser_rejects_still_gives_json(args, message):
 def test_a_bad_format_is_one_line_and_exit_2():
     proc = cli("run", "spring-chain", "--format", "xml")
     assert_clean_failure(proc, ExitCode.USAGE)
-    assert "--format 'xml' is not one gradcheck run prints; use table, json, junit, sarif, github or gitlab" in proc.stderr
+    assert (
+        "--format 'xml' is not one gradcheck run prints; use table, json, junit, sarif, github or gitlab" in proc.stderr
+    )
     assert proc.stdout == ""
 
 

@@ -36,7 +36,17 @@ MISTAKES = {
     "param-write": ("parameter-diverged", "net.out.weight"),
     "grad-none": ("gradient-missing", "net.inp.bias.grad"),
 }
-TWINS = ("clean", "captured", "added-after-same", "param-write-all", "no-sync", "bucket-inplace", "unused", "gan")
+TWINS = (
+    "clean",
+    "captured",
+    "added-after-same",
+    "param-write-all",
+    "no-sync",
+    "bucket-inplace",
+    "unused",
+    "gan",
+    "zero",
+)
 
 
 def _line(text: str) -> str:
@@ -63,7 +73,7 @@ def _audit(cwd: Path, case: str, ranks: int = 2) -> tuple[list[dict], float]:
     for rank in range(ranks):
         (scenario,) = json.loads((cwd / f"r.rank{rank}.json").read_text())["scenarios"]
         steps = 12 if case == "gan" else 4  # a GAN step is three backwards
-        said = f"cross-rank checks (DDP): {steps} audited step(s) compared across {ranks}"
+        said = f"cross-rank checks (DDP): {steps} audited backward(s) compared across {ranks}"
         assert any(n.startswith(said) for n in scenario["notes"]), scenario["notes"]
         found.append([f for f in scenario["findings"] if f["check"] == "cross-rank"])
     return found, max(worst)

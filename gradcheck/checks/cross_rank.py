@@ -36,8 +36,9 @@ bytes, so correct code agrees to the bit.
 Severity:
 - gradient-diverged (error): a .grad differs across ranks as the optimizer steps. Named with its cause: autograd
   never reached the parameter, so DDP never reduced it, yet it has a gradient (a Warp kernel wrote
-  wp.from_torch(p).grad inside a Function that captured p instead of taking it as an input), or no DDP forward ran
-  (the model called through model.module, outside DDP); or it was equal when
+  wp.from_torch(p).grad inside a Function that captured p instead of taking it as an input), DDP left it out (frozen
+  when DDP was built, unfrozen since), or no DDP forward armed the hooks (the model called through model.module, or
+  a second backward over a retained graph); or it was equal when
   backward returned and written or replaced before the step (a term added after backward, through a Warp alias of
   p.grad or an assignment); the wp.from_torch call is named when there was one.
 - gradient-missing (error): a .grad is None on some ranks and set on others as the optimizer steps.

@@ -44,6 +44,7 @@ class Local:
     bypassed: bool  # no DDP forward ran for this backward (the model called through .module): nothing all-reduced
     sites: tuple[str, ...] = ()  # wp.from_torch calls that aliased its .grad (or it, with its gradient)
     param_sites: tuple[str, ...] = ()  # wp.from_torch calls that aliased the parameter's memory
+    excluded: bool = False  # frozen (requires_grad=False) when DDP was built: DDP never reduces it
 
 
 def agree(a: list | None, b: list | None, eps: float) -> tuple[bool, float]:
@@ -140,10 +141,15 @@ def _gradient(index, at_step, entries, eps, info: Local, world) -> RankDivergenc
 
 
 def _fix(subject: str, info: Local) -> str:
+    if info.excluded:
+        return (
+            f"wrap the model in DistributedDataParallel after unfreezing {info.name} (or freeze it by leaving it out "
+            "of the optimizer, not with requires_grad=False before DDP is built)"
+        )
     if info.bypassed:
         return (
-            "call the DistributedDataParallel model itself (model(x)), not model.module(x), in every forward whose "
-            "gradients train it"
+            "run every backward whose gradients train the model after its own forward through the "
+            "DistributedDataParallel model (model(x), not model.module(x); a fresh forward, not retain_graph=True)"
         )
     return (
         f"let autograd produce {subject} (return it from the torch.autograd.Function's backward, so DDP's hook "
@@ -162,10 +168,17 @@ def _cause(info: Local, reduced: bool) -> tuple[str, str | None]:
             f"and the step with values that differ per rank{by}",
             site,
         )
+    if info.excluded:
+        return (
+            f"DDP left {info.name} out when it was built (requires_grad was False then: frozen, and unfrozen since), "
+            f"so it never all-reduces its gradient{by}",
+            site,
+        )
     if info.bypassed:
         return (
-            f"no DistributedDataParallel forward ran before this backward (the model was called through .module, "
-            f"outside DDP), so DDP all-reduced no gradient of it{by}",
+            "no DistributedDataParallel forward armed DDP's hooks for this backward: the model was called through "
+            ".module (outside DDP), or this backward runs over a graph an earlier backward already used "
+            f"(retain_graph=True: DDP reduces once per forward), so nothing of it was all-reduced{by}",
             site,
         )
     if not info.reached:
@@ -175,8 +188,9 @@ def _cause(info: Local, reduced: bool) -> tuple[str, str | None]:
             site,
         )
     return (
-        f"it already differed when backward returned, though autograd reached {info.name}: something wrote it "
-        f"during the backward outside autograd{by}",
+        f"it already differed when backward returned, though autograd reached {info.name}: DDP did not finish "
+        "reducing it (another parameter of its bucket got no gradient in this backward, under "
+        f"find_unused_parameters=False), or something wrote it during the backward outside autograd{by}",
         site,
     )
 
@@ -208,7 +222,8 @@ def _parameter(index, entries, eps, info: Local, world) -> RankDivergence | None
     detail = (
         f"{info.name} and its gradient agree across ranks before {info.step} after backward #{index}, and the step "
         f"makes it differ (rank(s) {_list(ranks)} of {world}; relative difference {spread:.3g}): the optimizers "
-        "differ across ranks (a rank-dependent learning rate, optimizer state loaded on one rank)"
+        "differ across ranks (a rank-dependent learning rate, optimizer state loaded on one rank, or state such as "
+        "Adam's moments built from gradients that differed at a step not audited)"
     )
     fix = "build the optimizer alike on every rank and load its state on every rank"
     return RankDivergence("parameter-diverged", info.name, index, ranks, world, detail, fix, spread=spread)

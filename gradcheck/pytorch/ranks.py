@@ -33,7 +33,7 @@ from gradcheck.model.trace import RankDivergence
 @dataclass
 class _Ddp:
     ref: weakref.ref
-    params: list  # (key "ddp.index", weakref to the parameter)
+    params: list  # (key "ddp.index", weakref to the parameter, whether DDP left it out: frozen when it was built)
     bucket_view: bool
     find_unused: bool = False  # find_unused_parameters=True: the program says some may go unused
     synced: bool = False  # its last forward will all-reduce (grad enabled, not under no_sync())
@@ -62,6 +62,7 @@ class _Entry:
     stepped: bool = False
     sites: tuple = ()  # wp.from_torch calls that let Warp write its .grad
     param_sites: tuple = ()  # ... or the parameter itself
+    excluded: bool = False  # frozen when DDP was built: DDP never reduces it
 
 
 @dataclass
@@ -69,6 +70,7 @@ class _Window:
     index: int
     entries: dict = field(default_factory=dict)  # key -> _Entry
     stepping: list = field(default_factory=list)  # the entries of the step running now
+    outer: object = None  # the optimizer whose step runs now (ZeroRedundancyOptimizer's inner steps are its own)
 
 
 class CrossRanks:
@@ -104,9 +106,9 @@ class CrossRanks:
         ignored = set(getattr(ddp, "parameters_to_ignore", ()) or ())
         ordinal = len(self._ddps)
         params = [
-            (f"{ordinal}.{i}", weakref.ref(p))
+            (f"{ordinal}.{i}", weakref.ref(p), not p.requires_grad)  # DDP reduces only what required grad then
             for i, (name, p) in enumerate(ddp.module.named_parameters())
-            if p.requires_grad and name not in ignored
+            if name not in ignored
         ]
         entry = self._ddps[id(ddp)] = _Ddp(
             weakref.ref(ddp), params, bool(getattr(ddp, "gradient_as_bucket_view", False)),
@@ -137,7 +139,7 @@ class CrossRanks:
 
     def declared_unused(self, tensor) -> bool:
         """``tensor`` is a parameter of a DDP model made with find_unused_parameters=True: going unused is declared."""
-        return any(d.find_unused and any(ref() is tensor for _, ref in d.params) for d in self._ddps.values())
+        return any(d.find_unused and any(ref() is tensor for _, ref, _ in d.params) for d in self._ddps.values())
 
     # -- an audited backward, its steps -----------------------------------------------------------------------------
     def after_backward(self, index: int, graph) -> None:
@@ -151,8 +153,10 @@ class CrossRanks:
         for ddp in self._ddps.values():
             if ddp.ref() is None:
                 continue
-            params = [(key, ref, p) for key, ref in ddp.params if (p := ref()) is not None]
-            mine = any(id(p) in graph.reached for _, _, p in params)
+            params = [
+                (key, ref, p, out) for key, ref, out in ddp.params if (p := ref()) is not None and p.requires_grad
+            ]
+            mine = any(id(p) in graph.reached for _, _, p, _ in params)
             # a DDP forward since the last backward that reached the model armed its hooks for this one (a GAN's
             # generator runs forward once, before the discriminator's backwards that never reach it)
             ran = ddp.forward_at >= ddp.consumed_at
@@ -160,10 +164,11 @@ class CrossRanks:
                 ddp.consumed_at = index
             if (ran and not ddp.synced) or not (ran or mine):
                 continue  # no_sync(): the gradients are meant to differ; or this backward is not the model's
-            for key, ref, p in params:
+            for key, ref, p, out in params:
                 g = p.grad
                 reached = id(p) in graph.reached
                 entry = _Entry(key, ref, self._watch._key(p), ddp.bucket_view, reached, p.numel(), eps(p), not ran)
+                entry.excluded = out
                 entry.grad_id = id(g) if g is not None else None
                 entry.view = g is not None and g._base is not None
                 window.entries[key] = entry
@@ -176,12 +181,15 @@ class CrossRanks:
         from gradcheck.pytorch.stats import sums
 
         window = self.window
+        if window.outer is not None:
+            return  # a step inside another's (ZeroRedundancyOptimizer steps its shard, then broadcasts)
         held = {id(p) for group in optimizer.param_groups for p in group["params"]}
         window.stepping = [
             e for e in window.entries.values() if not e.stepped and (p := e.param()) is not None and id(p) in held
         ]
         if not window.stepping:
             return
+        window.outer = optimizer
         label = f"{type(optimizer).__name__}.step() ({short(caller_site())})"
         params = [e.param() for e in window.stepping]
         grads = [p.grad for p in params]
@@ -198,7 +206,10 @@ class CrossRanks:
     def after_step(self, optimizer) -> None:
         from gradcheck.pytorch.stats import sums
 
-        stepping, self.window.stepping = self.window.stepping, []
+        window = self.window
+        if window.outer is not optimizer:
+            return  # the inner step of another's: the parameters are read when the outer step ends
+        stepping, window.stepping, window.outer = window.stepping, [], None
         for entry, found in zip(stepping, sums([e.param() for e in stepping]), strict=True):
             entry.pa = found
 
@@ -240,7 +251,7 @@ class CrossRanks:
             if not e.stepped:
                 continue
             payload[key] = {"n": e.n, "e": e.eps, "gb": e.gb, "gs": e.gs, "pb": e.pb, "pa": e.pa}
-            local[key] = Local(e.name, e.step, e.reached, e.replaced, e.bypassed, e.sites, e.param_sites)
+            local[key] = Local(e.name, e.step, e.reached, e.replaced, e.bypassed, e.sites, e.param_sites, e.excluded)
         self._locals[window.index] = local
         self.exchange.post(window.index, payload)
 
@@ -253,6 +264,11 @@ class CrossRanks:
 
     def _add(self, divergence: RankDivergence) -> None:
         key = (divergence.kind, divergence.subject)
+        if (
+            divergence.kind == "parameter-diverged"
+            and ("gradient-diverged", f"{divergence.subject}.grad") in self._reported
+        ):
+            return  # its gradient diverged at an earlier step: the cause is reported, not its consequences
         if key not in self._reported:
             self._reported.add(key)
             self.found.append(divergence)
@@ -280,7 +296,7 @@ class CrossRanks:
             lost = exchange.lost
         if self.unavailable is not None and not self.compared:
             return f"cross-rank checks (DDP): no verdict: {self.unavailable}"
-        said = f"cross-rank checks (DDP): {self.compared} audited step(s) compared across {self.world} ranks"
+        said = f"cross-rank checks (DDP): {self.compared} audited backward(s) compared across {self.world} ranks"
         if self.unavailable is not None:
             said += f"; no verdict on the steps after them: {self.unavailable}"
         if lost:

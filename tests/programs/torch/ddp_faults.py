@@ -23,7 +23,8 @@ it as an input, and Warp's tape writes its gradient through ``wp.from_torch(gate
 ``added-after-same`` (weight decay from the weight itself, alike on every rank);
 ``param-write-all`` (every rank clamps); ``no-sync`` (accumulation: the first micro-batch under ``no_sync()``);
 ``bucket-inplace`` (``p.grad.mul_(0.5)``, the bucket view kept); ``gan`` (two DDP models, the discriminator's
-backwards before the generator's, which runs forward once and is stepped on the third backward); ``unused`` (a parameter no rank uses, under
+backwards before the generator's, which runs forward once and is stepped on the third backward); ``zero``
+(ZeroRedundancyOptimizer: each rank steps its shard inside the outer step, then broadcasts); ``unused`` (a parameter no rank uses, under
 ``find_unused_parameters=True``).
 
 ``--check`` prints, after training, the largest relative difference across ranks of every parameter (all-gathered
@@ -39,7 +40,7 @@ import warp as wp
 
 CASES = (
     "clean", "captured", "grad-call", "added-after", "module-forward", "added-after-same", "param-write", "param-write-all",
-    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused", "gan",
+    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused", "gan", "zero",
 )  # fmt: skip
 
 
@@ -121,7 +122,12 @@ def main() -> int:
         net, find_unused_parameters=case in ("captured", "unused"),
         gradient_as_bucket_view=case.startswith("bucket"),
     )  # fmt: skip
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    if case == "zero":  # each rank steps its shard of the parameters, then broadcasts it
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.05)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     generator = torch.Generator().manual_seed(100 + rank)
     for _step in range(args.steps):
         optimizer.zero_grad()
