@@ -158,7 +158,7 @@ def test_a_rank_that_never_posts_is_no_verdict_within_the_deadline():
     from gradcheck.pytorch.rank_exchange import RankExchange
 
     exchange = RankExchange(_store(), rank=0, world=2, namespace="t/0")
-    exchange.post(3, {"0.0": {"n": 1}})
+    exchange.post(("r", 3), {"0.0": {"n": 1}}, "backward #3")
     assert exchange.ready() == []  # rank 1 has not posted: nothing to compare yet, and no wait
     began = time.monotonic()
     assert exchange.settle(0.5) == []
@@ -171,14 +171,17 @@ def test_a_rank_that_ended_earlier_is_no_verdict_at_once_and_read_steps_are_dele
 
     store = _store()
     first, second = (RankExchange(store, rank=r, world=2, namespace="t/1") for r in (0, 1))
-    first.post(1, {"a": 1})
-    second.post(1, {"a": 2})
-    assert [(index, payloads) for index, payloads in first.ready()] == [(1, {0: {"a": 1}, 1: {"a": 2}})]
-    assert [index for index, _ in second.ready()] == [1]
-    assert not store.check([f"{first.prefix}/1/0"])  # read by both: gone from the store
-    first.post(5, {"a": 1})
-    second.settle(0.0)  # rank 1 ends after backward #1
+    first.post(("r", 1), {"a": 1}, "backward #1")
+    second.post(("r", 1), {"a": 2}, "backward #2")  # rank 1's second backward: its first was under no_sync()
+    assert [(step, payloads) for step, payloads in first.ready()] == [(("r", 1), {0: {"a": 1}, 1: {"a": 2}})]
+    assert [step for step, _ in second.ready()] == [("r", 1)]
+    assert not store.check([f"{first.prefix}/r1/0"])  # read by both: gone from the store
+    first.post(("r", 3), {"a": 1}, "backward #3")
+    second.post(("r", 4), {"a": 1}, "backward #5")  # rank 1 audited the next one: step 3 is no verdict at once
+    assert first.ready() == [] and first.lost == ["backward #3: rank(s) 1 did not audit it"]
+    first.post(("r", 5), {"a": 1}, "backward #5")
+    second.settle(0.0)  # rank 1 ends
     began = time.monotonic()
     assert first.settle(30.0) == []
     assert time.monotonic() - began < 5
-    assert first.lost == ["backward #5: rank(s) 1 ended before it (uneven inputs)"]
+    assert first.lost[1:] == ["backward #5: rank(s) 1 ended before it (uneven inputs)"]

@@ -31,78 +31,85 @@ def timeout() -> float:
 
 
 class RankExchange:
+    """Payloads keyed by a step every rank names alike: ``("r", n)``, the n-th backward that all-reduced (DDP's
+    lockstep makes it the same step on every rank, whatever their micro-batches under ``no_sync()``), or
+    ``("b", n)``, the n-th backward, where nothing all-reduced (the same program on every rank)."""
+
     def __init__(self, store, rank: int, world: int, namespace: str) -> None:
         self.store, self.rank, self.world = store, rank, world
         self.prefix = f"gradcheck/ranks/{namespace}"
-        self.pending: list[int] = []  # backwards posted here whose other payloads were not all read yet
+        self.pending: list[tuple[str, int]] = []  # steps posted here whose other payloads were not all read yet
+        self.labels: dict[tuple[str, int], str] = {}  # step -> how this rank names it ("backward #7")
         self.lost: list[str] = []  # steps that got no verdict, each with why
-        self._last = 0
 
-    def _key(self, index: int, rank: int) -> str:
-        return f"{self.prefix}/{index}/{rank}"
+    def _key(self, step: tuple[str, int], rank: int) -> str:
+        return f"{self.prefix}/{step[0]}{step[1]}/{rank}"
 
-    def post(self, index: int, payload: dict) -> None:
-        self.store.set(self._key(index, self.rank), json.dumps(payload))
-        self._last = index
-        self.pending.append(index)
+    def _progress(self, kind: str, rank: int) -> str:
+        return f"{self.prefix}/at/{kind}/{rank}"
+
+    def post(self, step: tuple[str, int], payload: dict, label: str) -> None:
+        self.store.set(self._key(step, self.rank), json.dumps(payload))
+        self.store.set(self._progress(step[0], self.rank), str(step[1]))
+        self.pending.append(step)
+        self.labels[step] = label
         if len(self.pending) > MAX_PENDING:
-            dropped = self.pending.pop(0)
-            self.lost.append(
-                f"backward #{dropped}: the other ranks had not posted it {MAX_PENDING} audited steps later"
-            )
+            self._lose(self.pending[0], f"the other ranks had not posted it {MAX_PENDING} audited steps later")
 
-    def ready(self) -> list[tuple[int, dict[int, dict]]]:
-        """The posted steps every rank has posted now, each with every rank's payload (without waiting)."""
+    def _lose(self, step: tuple[str, int], why: str) -> None:
+        self.pending.remove(step)
+        self.lost.append(f"{self.labels.pop(step, step)}: {why}")
+
+    def ready(self) -> list[tuple[tuple[str, int], dict[int, dict]]]:
+        """The posted steps every rank has posted now, each with every rank's payload (without waiting); a step a
+        rank went past without posting it (the cadence audited another there) is no verdict at once."""
         done = []
-        for index in list(self.pending):
-            keys = [self._key(index, r) for r in range(self.world)]
-            if not self.store.check(keys):
+        for step in list(self.pending):
+            keys = [self._key(step, r) for r in range(self.world)]
+            if self.store.check(keys):
+                payloads = {r: json.loads(bytes(self.store.get(k)).decode()) for r, k in enumerate(keys)}
+                self.pending.remove(step)
+                self.labels.pop(step, None)
+                self._read(step, keys)
+                done.append((step, payloads))
                 continue
-            payloads = {r: json.loads(bytes(self.store.get(k)).decode()) for r, k in enumerate(keys)}
-            self.pending.remove(index)
-            self._read(index, keys)
-            done.append((index, payloads))
+            past = [r for r in self._missing(step) if self._beyond(step, r)]
+            if past:
+                self._lose(step, f"rank(s) {', '.join(map(str, past))} did not audit it")
         return done
 
-    def _read(self, index: int, keys: list[str]) -> None:
-        counter = f"{self.prefix}/{index}/read"
+    def _missing(self, step: tuple[str, int]) -> list[int]:
+        return [r for r in range(self.world) if not self.store.check([self._key(step, r)])]
+
+    def _beyond(self, step: tuple[str, int], rank: int) -> bool:
+        progress = self._progress(step[0], rank)
+        return self.store.check([progress]) and int(bytes(self.store.get(progress)).decode() or 0) > step[1]
+
+    def _read(self, step: tuple[str, int], keys: list[str]) -> None:
+        counter = f"{self.prefix}/{step[0]}{step[1]}/read"
         if int(self.store.add(counter, 1)) >= self.world:
             for key in [*keys, counter]:
                 self.store.delete_key(key)
 
-    def settle(self, seconds: float) -> list[tuple[int, dict[int, dict]]]:
-        """At the end: this rank's last step marked, and what is still missing waited for up to ``seconds``."""
-        self.store.set(f"{self.prefix}/end/{self.rank}", str(self._last))
+    def settle(self, seconds: float) -> list[tuple[tuple[str, int], dict[int, dict]]]:
+        """At the end: this rank marked as ended, and what is still missing waited for up to ``seconds``; a rank
+        that ended without posting a step never will (uneven inputs): no verdict at once."""
+        self.store.set(f"{self.prefix}/end/{self.rank}", "1")
         done = self.ready()
         deadline = time.monotonic() + seconds
         while self.pending:
-            for index in list(self.pending):
-                gone = self._ended_before(index)
-                if gone:
-                    self.pending.remove(index)
-                    self.lost.append(f"backward #{index}: rank(s) {gone} ended before it (uneven inputs)")
+            for step in list(self.pending):
+                ended = [r for r in self._missing(step) if self.store.check([f"{self.prefix}/end/{r}"])]
+                if ended:
+                    self._lose(step, f"rank(s) {', '.join(map(str, ended))} ended before it (uneven inputs)")
             done += self.ready()
             if not self.pending or time.monotonic() >= deadline:
                 break
             time.sleep(0.05)
-        for index in self.pending:
-            missing = [r for r in range(self.world) if not self.store.check([self._key(index, r)])]
-            self.lost.append(
-                f"backward #{index}: rank(s) {', '.join(map(str, missing))} did not post it within {seconds:g} s "
-                "(GRADCHECK_RANK_TIMEOUT)"
-            )
-        self.pending = []
+        for step in list(self.pending):
+            missing = ", ".join(map(str, self._missing(step)))
+            self._lose(step, f"rank(s) {missing} did not post it within {seconds:g} s (GRADCHECK_RANK_TIMEOUT)")
         return done
-
-    def _ended_before(self, index: int) -> str:
-        gone = []
-        for rank in range(self.world):
-            end = f"{self.prefix}/end/{rank}"
-            if self.store.check([self._key(index, rank)]) or not self.store.check([end]):
-                continue
-            if int(bytes(self.store.get(end)).decode() or 0) < index:
-                gone.append(str(rank))
-        return ", ".join(gone)
 
 
 def default_store():

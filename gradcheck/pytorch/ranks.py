@@ -68,6 +68,7 @@ class _Entry:
 @dataclass
 class _Window:
     index: int
+    step: tuple = ()  # what every rank calls it (rank_exchange: ("r", n) or ("b", n))
     entries: dict = field(default_factory=dict)  # key -> _Entry
     stepping: list = field(default_factory=list)  # the entries of the step running now
     outer: object = None  # the optimizer whose step runs now (ZeroRedundancyOptimizer's inner steps are its own)
@@ -81,7 +82,8 @@ class CrossRanks:
         self.window: _Window | None = None
         self.found: list[RankDivergence] = []
         self._reported: set = set()
-        self._locals: dict[int, dict] = {}  # backward -> key -> rank_compare.Local, until the ranks' payloads arrive
+        self._locals: dict[tuple, tuple] = {}  # step -> (backward, key -> rank_compare.Local), until payloads arrive
+        self.reduced = 0  # backwards that all-reduced (a synced DDP forward since the previous one): every rank's alike
         self.compared = 0
         self.world = 0
         self.unavailable: str | None = None
@@ -99,7 +101,11 @@ class CrossRanks:
             entry = self._adopt(ddp)
         if made:
             return
-        entry.synced = torch.is_grad_enabled() and bool(getattr(ddp, "require_backward_grad_sync", True))
+        synced = torch.is_grad_enabled() and bool(getattr(ddp, "require_backward_grad_sync", True))
+        # any synced forward since the last backward arms DDP's hooks (an evaluation under no_grad on one rank
+        # between the training forward and its backward changes nothing)
+        first = entry.forward_at != self._watch.backwards
+        entry.synced = synced if first else entry.synced or synced
         entry.forward_at = self._watch.backwards
 
     def _adopt(self, ddp) -> _Ddp:
@@ -149,7 +155,7 @@ class CrossRanks:
         from gradcheck.pytorch.stats import eps, sums
 
         window = _Window(index)
-        grads = []
+        grads, synced = [], False
         for ddp in self._ddps.values():
             if ddp.ref() is None:
                 continue
@@ -164,6 +170,7 @@ class CrossRanks:
                 ddp.consumed_at = index
             if (ran and not ddp.synced) or not (ran or mine):
                 continue  # no_sync(): the gradients are meant to differ; or this backward is not the model's
+            synced = synced or ran
             for key, ref, p, out in params:
                 g = p.grad
                 reached = id(p) in graph.reached
@@ -175,6 +182,7 @@ class CrossRanks:
                 grads.append(g)
         for entry, found in zip(window.entries.values(), sums(grads), strict=True):
             entry.gb = found
+        window.step = ("r", self.reduced) if synced else ("b", index)
         self.window = window if window.entries else None
 
     def before_step(self, optimizer) -> None:
@@ -228,6 +236,8 @@ class CrossRanks:
     def close(self) -> None:
         """A backward starts (or the program ends): the last audited step's fingerprints go to the other ranks, and
         the steps whose payloads are all there are compared."""
+        if any(d.synced and d.forward_at == self._watch.backwards for d in self._ddps.values()):
+            self.reduced += 1  # this backward all-reduces: DDP's lockstep counts it on every rank
         window, self.window = self.window, None
         exchange = self.exchange
         if exchange is None or (window is None and not exchange.pending):
@@ -235,13 +245,13 @@ class CrossRanks:
         try:
             if window is not None:
                 self._post(window)
-            for index, payloads in exchange.ready():
-                self._judge(index, payloads)
+            for step, payloads in exchange.ready():
+                self._judge(step, payloads)
         except Exception as exc:  # noqa: BLE001 - a store that went away: no verdict, said once
             self._lost_store(exc)
             return
-        for index in [k for k in self._locals if k not in exchange.pending]:
-            del self._locals[index]  # a step the exchange gave up on
+        for step in [k for k in self._locals if k not in exchange.pending]:
+            del self._locals[step]  # a step the exchange gave up on
 
     def _post(self, window: _Window) -> None:
         from gradcheck.pytorch.rank_compare import Local
@@ -252,14 +262,15 @@ class CrossRanks:
                 continue
             payload[key] = {"n": e.n, "e": e.eps, "gb": e.gb, "gs": e.gs, "pb": e.pb, "pa": e.pa}
             local[key] = Local(e.name, e.step, e.reached, e.replaced, e.bypassed, e.sites, e.param_sites, e.excluded)
-        self._locals[window.index] = local
-        self.exchange.post(window.index, payload)
+        self._locals[window.step] = (window.index, local)
+        self.exchange.post(window.step, payload, f"backward #{window.index}")
 
-    def _judge(self, index: int, payloads: dict) -> None:
+    def _judge(self, step: tuple, payloads: dict) -> None:
         from gradcheck.pytorch.rank_compare import compare
 
         self.compared += 1
-        for divergence in compare(index, payloads, self._locals.pop(index, {})):
+        index, local = self._locals.pop(step, (0, {}))
+        for divergence in compare(index, payloads, local):
             self._add(divergence)
 
     def _add(self, divergence: RankDivergence) -> None:
@@ -289,8 +300,8 @@ class CrossRanks:
             from gradcheck.pytorch.rank_exchange import timeout
 
             try:
-                for index, payloads in exchange.settle(timeout()):
-                    self._judge(index, payloads)
+                for step, payloads in exchange.settle(timeout()):
+                    self._judge(step, payloads)
             except Exception as exc:  # noqa: BLE001
                 self._lost_store(exc)
             lost = exchange.lost

@@ -24,7 +24,9 @@ it as an input, and Warp's tape writes its gradient through ``wp.from_torch(gate
 ``param-write-all`` (every rank clamps); ``no-sync`` (accumulation: the first micro-batch under ``no_sync()``);
 ``bucket-inplace`` (``p.grad.mul_(0.5)``, the bucket view kept); ``gan`` (two DDP models, the discriminator's
 backwards before the generator's, which runs forward once and is stepped on the third backward); ``zero``
-(ZeroRedundancyOptimizer: each rank steps its shard inside the outer step, then broadcasts); ``unused`` (a parameter no rank uses, under
+(ZeroRedundancyOptimizer: each rank steps its shard inside the outer step, then broadcasts); ``uneven`` (rank 0
+accumulates two micro-batches at the first step, the first under ``no_sync()``, rank 1 one: the ranks' backwards
+are numbered apart from then on); ``unused`` (a parameter no rank uses, under
 ``find_unused_parameters=True``).
 
 ``--check`` prints, after training, the largest relative difference across ranks of every parameter (all-gathered
@@ -40,7 +42,7 @@ import warp as wp
 
 CASES = (
     "clean", "captured", "grad-call", "added-after", "module-forward", "added-after-same", "param-write", "param-write-all",
-    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused", "gan", "zero",
+    "grad-none", "no-sync", "bucket-replaced", "bucket-inplace", "unused", "gan", "zero", "uneven",
 )  # fmt: skip
 
 
@@ -133,7 +135,11 @@ def main() -> int:
         optimizer.zero_grad()
         x = torch.randn(16, 4, generator=generator)
         target = x.sum(1, keepdim=True).sin()
-        if case == "no-sync":
+        if case == "uneven" and _step == 0 and rank == 0:
+            with model.no_sync():
+                torch.nn.functional.mse_loss(model(x[:8]), target[:8]).backward()
+            torch.nn.functional.mse_loss(model(x[8:]), target[8:]).backward()
+        elif case == "no-sync":
             with model.no_sync():
                 torch.nn.functional.mse_loss(model(x[:8]), target[:8]).backward()
             torch.nn.functional.mse_loss(model(x[8:]), target[8:]).backward()
