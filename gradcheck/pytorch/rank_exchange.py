@@ -41,6 +41,7 @@ class RankExchange:
         self.pending: list[tuple[str, int]] = []  # steps posted here whose other payloads were not all read yet
         self.labels: dict[tuple[str, int], str] = {}  # step -> how this rank names it ("backward #7")
         self.lost: list[str] = []  # steps that got no verdict, each with why
+        self._posted: set[tuple[str, int]] = set()  # a step is posted once: a key read by every rank is deleted
 
     def _key(self, step: tuple[str, int], rank: int) -> str:
         return f"{self.prefix}/{step[0]}{step[1]}/{rank}"
@@ -49,6 +50,9 @@ class RankExchange:
         return f"{self.prefix}/at/{kind}/{rank}"
 
     def post(self, step: tuple[str, int], payload: dict, label: str) -> None:
+        if step in self._posted:
+            return
+        self._posted.add(step)
         self.store.set(self._key(step, self.rank), json.dumps(payload))
         self.store.set(self._progress(step[0], self.rank), str(step[1]))
         self.pending.append(step)

@@ -84,8 +84,10 @@ class CrossRanks:
         self._reported: set = set()
         self._locals: dict[tuple, tuple] = {}  # step -> (backward, key -> rank_compare.Local), until payloads arrive
         self.reduced = 0  # backwards that all-reduced (a synced DDP forward since the previous one): every rank's alike
+        self._counted = 0  # the backward that last counted as one
         self.compared = 0
         self.world = 0
+        self.lost: list[str] = []  # steps that got no verdict, each with why
         self.unavailable: str | None = None
 
     @property
@@ -137,9 +139,8 @@ class CrossRanks:
         if world < 2:
             self.unavailable = "a DDP job of one rank: nothing to compare across ranks"
             return
-        namespace = (
-            f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        )
+        run, restart = os.environ.get("TORCHELASTIC_RUN_ID", "run"), os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        namespace = f"{run}/{restart}"
         self.exchange = RankExchange(store, dist.get_rank(), world, namespace)
         self.world = world
 
@@ -182,7 +183,9 @@ class CrossRanks:
                 grads.append(g)
         for entry, found in zip(window.entries.values(), sums(grads), strict=True):
             entry.gb = found
-        window.step = ("r", self.reduced) if synced else ("b", index)
+        # the n-th all-reducing backward where this one is it; else (a backward over a retained graph, the model
+        # called through .module) its own index: each step is posted once
+        window.step = ("r", self.reduced) if synced and self._counted == index else ("b", index)
         self.window = window if window.entries else None
 
     def before_step(self, optimizer) -> None:
@@ -238,6 +241,7 @@ class CrossRanks:
         the steps whose payloads are all there are compared."""
         if any(d.synced and d.forward_at == self._watch.backwards for d in self._ddps.values()):
             self.reduced += 1  # this backward all-reduces: DDP's lockstep counts it on every rank
+            self._counted = self._watch.backwards + 1
         window, self.window = self.window, None
         exchange = self.exchange
         if exchange is None or (window is None and not exchange.pending):
@@ -288,23 +292,28 @@ class CrossRanks:
         self.unavailable = f"the process group's store could not be reached ({type(exc).__name__}: {exc})"
         self.exchange = None
 
+    def _settle(self) -> None:
+        self.close()
+        exchange = self.exchange
+        if exchange is None:
+            return
+        from gradcheck.pytorch.rank_exchange import timeout
+
+        try:
+            for step, payloads in exchange.settle(timeout()):
+                self._judge(step, payloads)
+        except Exception as exc:  # noqa: BLE001
+            self._lost_store(exc)
+        self.lost += exchange.lost
+        exchange.lost = []
+
     def finish(self) -> str | None:
         """The end: the last step posted, what is missing waited for (a deadline), and the note that says what the
         cross-rank checks compared, or why they could not."""
         if not self._ddps:
             return None
-        self.close()
-        exchange = self.exchange
-        lost: list[str] = []
-        if exchange is not None:
-            from gradcheck.pytorch.rank_exchange import timeout
-
-            try:
-                for step, payloads in exchange.settle(timeout()):
-                    self._judge(step, payloads)
-            except Exception as exc:  # noqa: BLE001
-                self._lost_store(exc)
-            lost = exchange.lost
+        self._settle()
+        lost = self.lost
         if self.unavailable is not None and not self.compared:
             return f"cross-rank checks (DDP): no verdict: {self.unavailable}"
         said = f"cross-rank checks (DDP): {self.compared} audited backward(s) compared across {self.world} ranks"
