@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.reporting import IGNORE, OUTPUT, SELECT, SOURCE_ROOT, VERBOSE, format_option
+from gradcheck.cli.reporting import HTML, IGNORE, OUTPUT, SELECT, SOURCE_ROOT, VERBOSE, format_option
 from gradcheck.cli.run import DEVICE_HELP, GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import DEFAULT_FD, FailOn, FDMode
@@ -29,6 +29,7 @@ def blame(
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
     graph: Path = GRAPH,
     root: Path = SOURCE_ROOT,
+    html: Path = HTML,
 ) -> None:
     """Test every launch's adjoint on the values it ran on: one row per kernel (`run --blame always`, one pass)."""
     from gradcheck.cli.run import run
@@ -59,4 +60,5 @@ def blame(
         debug=debug,
         graph=graph,
         root=root,
+        html=html,
     )

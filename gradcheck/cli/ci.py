@@ -12,6 +12,7 @@ import typer
 
 from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr, write_atomically
 from gradcheck.cli.reporting import (
+    HTML,
     IGNORE,
     OUTPUT,
     SELECT,
@@ -26,6 +27,7 @@ from gradcheck.cli.reporting import (
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
+from gradcheck.model.exit_codes import ExitCode, combine
 from gradcheck.model.options import FailOn
 
 
@@ -43,8 +45,10 @@ def ci(
     passes: int = typer.Option(None, "--passes", help="override \\[tool.gradcheck] passes"),
     fail_on: FailOn = typer.Option(None, "--fail-on", help="override \\[tool.gradcheck] fail-on"),
     root: Path = SOURCE_ROOT,
+    html: Path = HTML,
 ) -> None:
     """Run the configured scenarios (\\[tool.gradcheck] in pyproject.toml), each isolated, for CI."""
+    from gradcheck.cli import report_page
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine import ci as ci_run
     from gradcheck.model.baseline import Baseline
@@ -73,6 +77,7 @@ def ci(
         check_writable(output, "--output", inputs)
         check_writable(junit, "--junit", inputs)
         _distinct({"--output": output, "--junit": junit, "--baseline": baseline})
+        html = report_page.checked(html, output, inputs)
         check_writable(baseline if update_baseline else None, "--baseline", inputs[:-1] if baseline else inputs)
     except UsageError as exc:
         raise usage_exit("ci", exc, fmt, output, source=source) from None
@@ -105,7 +110,13 @@ def ci(
 
         write_atomically(junit, render(document, OutputFormat.junit), "--junit")
     deliver(document, fmt, output)
+    if html is not None and not report_page.write(html, document, (), _note):
+        raise typer.Exit(int(combine([report.exit_code, ExitCode.USAGE])))
     raise typer.Exit(int(report.exit_code))
+
+
+def _note(message: str) -> None:
+    typer.echo(f"gradcheck: note: {message}", err=True)
 
 
 def _distinct(paths: dict) -> None:

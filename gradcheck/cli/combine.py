@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.reporting import OUTPUT, SOURCE_ROOT, VERBOSE, deliver, format_option, source_root, usage_exit
+from gradcheck.cli.reporting import HTML, OUTPUT, SOURCE_ROOT, VERBOSE, deliver, format_option, source_root, usage_exit
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
 from gradcheck.model.options import FailOn
@@ -22,22 +22,33 @@ def combine(
     ),
     verbose: bool = VERBOSE,
     root: Path = SOURCE_ROOT,
+    html: Path = HTML,
 ) -> None:
     """Merge JSON reports (each rank's, under torchrun or srun) into one: findings once each, with the ranks that
     saw them; the exit code is the combined verdict."""
     from dataclasses import replace
 
+    from gradcheck.cli import report_page
     from gradcheck.cli.output import check_writable, error_line
     from gradcheck.engine.combine import combine_reports
+    from gradcheck.model.exit_codes import ExitCode, combine as combined
 
     try:
         check_supported("combine", fmt)
         check_writable(output, inputs=list(reports or ()))
         rooted = source_root(root)
+        html = report_page.checked(html, output, list(reports or ()))
         report = replace(combine_reports(list(reports or ()), fail_on), source_root=rooted)
     except UsageError as exc:
         raise usage_exit("combine", exc, fmt, output) from None
     deliver(report, fmt, output, verbose=verbose)
     if report.error:
         error_line(report.error)
-    raise typer.Exit(int(report.exit_code))
+    code = report.exit_code
+    if html is not None and not report_page.write(html, report, (), _note):
+        code = combined([code, ExitCode.USAGE])
+    raise typer.Exit(int(code))
+
+
+def _note(message: str) -> None:
+    typer.echo(f"gradcheck: note: {message}", err=True)

@@ -60,6 +60,7 @@ def exec_options() -> dict:
         ("--blame-at", "blame_at", int, Declared(None, min=1)),
         ("--graph", "graph", Path, Declared()),
         ("--source-root", "root", Path, Declared()),
+        ("--html", "html", Path, Declared()),
     )
     found.update({flag: (name, kind, declared) for flag, name, kind, declared in valued})
     return found

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from gradcheck.cli.exec_run import _report, run_exec  # noqa: F401 - _report: tests judge an audit as exec does
-from gradcheck.cli.reporting import IGNORE, SELECT, SOURCE_ROOT, VERBOSE, format_option
+from gradcheck.cli.reporting import HTML, IGNORE, SELECT, SOURCE_ROOT, VERBOSE, format_option
 from gradcheck.cli.run import GRAPH, MAX_NORM
 from gradcheck.formats import OutputFormat
 from gradcheck.model.options import AUDIT_EVERY, AUDIT_FIRST, FailOn
@@ -69,6 +69,7 @@ def exec_program(
     ),
     graph: Path = GRAPH,
     root: Path = SOURCE_ROOT,
+    html: Path = HTML,
 ) -> None:
     """Run an unmodified Warp program and audit its tape.backward and tape.zero calls (a long run: the first ones
     in full, then sampled pairs; --audit-every 1 for all)."""
@@ -92,5 +93,6 @@ def exec_program(
             adjoint_test,
             graph,
             root,
+            html,
         )  # fmt: skip
     )

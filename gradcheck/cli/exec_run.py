@@ -20,7 +20,7 @@ def run_exec(
     program: list[str] | None, module: str | None, fmt, output: Path | None, fail_on, select: list[str] | None,
     ignore: list[str] | None, verbose: bool, keep_going: bool, max_norm: float | None, debug: bool, audit_first: int,
     audit_every: int, blame: bool, blame_at: int | None, adjoint_test: bool, graph: Path | None,
-    root: Path | None = None,
+    root: Path | None = None, html: Path | None = None,
 ) -> int:  # fmt: skip
     """``gradcheck exec``'s exit code, its options as exec_program declares them (already parsed)."""
     from gradcheck.cli.output import is_regular_target
@@ -45,6 +45,7 @@ def run_exec(
         rules = suppressions(select, ignore)
         rooted = source_root(root)
         target, output, graph = _checked(program, module, output, graph)
+        html = _page_folder(html, output, target, module is not None)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         return usage_error("exec", exc, fmt, output, fail_on=fail_on)
@@ -57,7 +58,8 @@ def run_exec(
         if output is not None and is_regular_target(output)
         else None
     )
-    with dataflow.collecting() if graph is not None else contextlib.nullcontext([]) as pictures:
+    drawing = graph is not None or html is not None
+    with dataflow.collecting() if drawing else contextlib.nullcontext([]) as pictures:
         result, run = audit_program(
             target, program, module=module is not None, keep_going=keep_going, checks=checks, refresh=refresher,
             top_level=True, cadence=(audit_first, audit_every),
@@ -68,6 +70,14 @@ def run_exec(
     report = judged(_report(result, run, fail_on, debug, launch), rules, _unjudged(blamed), root=rooted)
     stopped = (run.error,) if run.stopped else ()  # like a sanitizer: why the program ended, in one line
     code = _deliver(report, fmt, output, stdio, stopped, verbose, launched=launch is not None)
+    if html is not None:
+        from gradcheck.cli import report_page
+
+        said = (
+            None if launch is not None else (lambda m: stdio.line(m, kind="note"))
+        )  # a rank's stderr is the program's
+        if not report_page.write(_rank_page(html, launch), report, pictures, said, stdio.line):
+            code = int(combine([ExitCode(code), ExitCode.USAGE]))
     if launch is not None:
         return run.status  # the rank ends as the program did; the verdict is `gradcheck combine`'s
     if graph is not None:
@@ -113,6 +123,21 @@ def _checked(
     if output is None and not is_open(1):
         raise UsageError("stdout is closed, so the report could not be written; give --output FILE")
     return target, output, graph
+
+
+def _page_folder(html: Path | None, output: Path | None, target: str, module: bool) -> Path | None:
+    """--html checked before the program starts (report_page.checked); None when not given (nothing imported)."""
+    if html is None:
+        return None
+    from gradcheck.cli import report_page
+    from gradcheck.engine.program_files import program_inputs
+
+    return report_page.checked(html, output, program_inputs(target, module))
+
+
+def _rank_page(html: Path, launch) -> Path:
+    """Under a launcher each rank writes its own page, in ``DIR/rank<R>`` (combine's --html draws the job's)."""
+    return html if launch is None else html / f"rank{launch.rank}"
 
 
 def _rank_output(output: Path | None, launch) -> Path | None:

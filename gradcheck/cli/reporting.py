@@ -24,12 +24,16 @@ from gradcheck.model.exit_codes import ExitCode
 
 
 def _shared_options() -> dict:
-    """``--output``, ``--verbose``, ``--select`` and ``--ignore`` as every command declares them."""
+    """``--output``, ``--verbose``, ``--select``, ``--ignore``, ``--source-root`` and ``--html`` as every command
+    declares them."""
     import typer
 
     return {
         "OUTPUT": typer.Option(None, "--output", metavar="FILE", help="write the report to FILE instead of stdout"),
         "VERBOSE": typer.Option(False, "--verbose", "-v", help="every finding's full message, not one row per cause"),
+        "HTML": typer.Option(
+            None, "--html", metavar="DIR", help="also write the report as one self-contained page, DIR/index.html"
+        ),
         "SOURCE_ROOT": typer.Option(
             None, "--source-root", metavar="DIR", help="sarif/github/gitlab paths relative to DIR (default: git's top)"
         ),
@@ -46,8 +50,8 @@ def _shared_options() -> dict:
 
 
 def __getattr__(name: str):
-    """OUTPUT, VERBOSE, SELECT, IGNORE, SOURCE_ROOT: made once, when the first command module imports them."""
-    if name in ("OUTPUT", "VERBOSE", "SELECT", "IGNORE", "SOURCE_ROOT"):
+    """OUTPUT, VERBOSE, SELECT, IGNORE, SOURCE_ROOT, HTML: made once, when the first command module imports them."""
+    if name in ("OUTPUT", "VERBOSE", "SELECT", "IGNORE", "SOURCE_ROOT", "HTML"):
         globals().update(_shared_options())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

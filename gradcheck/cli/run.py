@@ -8,6 +8,7 @@ import typer
 
 from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr
 from gradcheck.cli.reporting import (
+    HTML,
     IGNORE,
     OUTPUT,
     SELECT,
@@ -85,8 +86,10 @@ def run(
     debug: bool = typer.Option(False, "--debug", help="show tracebacks"),
     graph: Path = GRAPH,
     root: Path = SOURCE_ROOT,
+    html: Path = HTML,
 ) -> None:
     """Run scenarios' forward/backward passes and check their gradients."""
+    from gradcheck.cli import report_page
     from gradcheck.cli.progress import progress_bars
     from gradcheck.engine import pipeline
     from gradcheck.model.options import CheckOptions, FDOptions, RunOptions, parse_settings
@@ -111,6 +114,7 @@ def run(
             timeout=timeout,
         )
         check_paths(output, graph, input_files(specs))
+        html = report_page.checked(html, output, input_files(specs))
     except UsageError as exc:
         raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
     try:
@@ -121,7 +125,10 @@ def run(
     report = judged(report, rules, root=rooted)
     _say_errors(report, debug)
     deliver(report, fmt, output, verbose=verbose)
-    raise typer.Exit(int(_drawn(graph, pictures, report, timeout)))
+    code = _drawn(graph, pictures, report, timeout)
+    if html is not None and not report_page.write(html, report, pictures, note):
+        code = combine([code, ExitCode.USAGE])
+    raise typer.Exit(int(code))
 
 
 def _say_errors(report, debug: bool) -> None:

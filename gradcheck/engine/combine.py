@@ -118,12 +118,14 @@ def _latest_per_rank(reports: list[RankReport]) -> tuple[list[RankReport], list[
 def _scenario(name: str, reports: list[RankReport], ranks: list[str], superseded: list[str]):
     """One scenario merged across the ranks that reported it."""
     from gradcheck.model.exit_codes import ExitCode
-    from gradcheck.model.report import ScenarioResult
+    from gradcheck.model.report import ParamSummary, ScenarioResult
 
     mine = [(r.rank, s) for r in reports for s in r.data["scenarios"] if s.get("name") == name]
     first = mine[0][1]
     errors = [f"rank {rank}: {s['error']}" for rank, s in mine if s.get("error")]
     notes = [_rank_line(rank, s) for rank, s in mine] + superseded
+    if len(mine) > 1 and first.get("params"):
+        notes.append(f"the gradient table and curves are rank {mine[0][0]}'s; each rank's report has its own")
     notes += [f"rank {rank}: did not report this scenario" for rank in ranks if rank not in {r for r, _ in mine}]
     return ScenarioResult(
         spec=first.get("spec") or name, name=name, fault=first.get("fault"), device=first.get("device"),
@@ -132,6 +134,9 @@ def _scenario(name: str, reports: list[RankReport], ranks: list[str], superseded
         error="; ".join(errors) or None, error_code=ExitCode.SCENARIO_ERROR if errors else None,
         seconds=max(float(s.get("seconds") or 0.0) for _r, s in mine), notes=tuple(notes),
         unit=first.get("unit") or "pass",
+        params=tuple(ParamSummary.from_dict(p) for p in first.get("params") or () if isinstance(p, dict)),
+        losses=tuple(first.get("losses") or ()), sampling=first.get("sampling"),
+        loss_curve=tuple((int(b), x) for b, x in first.get("loss_curve") or ()),
     )  # fmt: skip
 
 

@@ -36,8 +36,19 @@ def result(trace: Trace, findings: tuple[Finding, ...], **fields) -> ScenarioRes
         blame=_blame_summary(trace),
         unit=trace.unit,
         sampling=trace.sampling,
+        loss_curve=fields.pop("loss_curve", loss_curve(trace)),
         **fields,
     )
+
+
+def loss_curve(trace: Trace) -> tuple[tuple[int, float | None], ...]:
+    """The loss over the run, as the trace kept it: each kept iteration's, and each backward a gradient's bounded
+    history sampled (a long program keeps both bounded, so this is too), in backward order."""
+    points = {r.index: r.loss for r in trace.passes}
+    for param in trace.params:
+        for sample in param.history:
+            points.setdefault(sample.backward, sample.loss)
+    return tuple(sorted(points.items()))
 
 
 def merged(torch_result: ScenarioResult, warp_result: ScenarioResult) -> ScenarioResult:
@@ -52,6 +63,7 @@ def merged(torch_result: ScenarioResult, warp_result: ScenarioResult) -> Scenari
         params=torch_result.params + warp_result.params,
         findings=tuple(sorted(torch_result.findings + warp_result.findings, key=lambda f: -f.severity)),
         losses=torch_result.losses or warp_result.losses,
+        loss_curve=torch_result.loss_curve or warp_result.loss_curve,
         notes=warp_result.notes + torch_result.notes,
         sampling=torch_result.sampling or warp_result.sampling,
         blame=_both(warp_result.blame, torch_result.blame),
@@ -187,6 +199,7 @@ def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamS
             dtype=p.dtype,
             # the bounded history (every pass or backward until it thins out), not just the kept records
             norms=tuple(s.norm for s in p.history) or p.norms,
+            backwards=tuple(s.backward for s in p.history),
             clipped_norms=tuple(q.clipped_norm for q in p.passes) if trace.clip_norm is not None else (),
             verdict=", ".join(flagged.get(p.subject, [])) or ("backward not run" if no_backward else "ok"),
             role=p.role,

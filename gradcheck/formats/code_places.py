@@ -111,6 +111,16 @@ class Locator:
     def _uri(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    def around(self, place: Place, context: int = 3) -> list[tuple[int, str]]:
+        """The source lines from ``context`` before ``place``'s line to ``context`` after it, as (number, text)."""
+        if place.uri is None or place.line is None:
+            return []
+        path = self.root / place.uri
+        self._text(path, place.line)
+        lines = self._lines.get(path, [])
+        first, last = max(1, place.line - context), min(len(lines), place.line + context)
+        return [(n, lines[n - 1].rstrip()) for n in range(first, last + 1)]
+
     def _text(self, path: Path, line: int) -> str:
         if path not in self._lines:
             try:

@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gradcheck.model.dataflow import Dataflow, DataflowNode
+from gradcheck.model.dataflow import Dataflow, DataflowLink, DataflowNode
 from gradcheck.model.evidence import BlamedLaunch, ChainBreak, ChangedArrays, Origin
 from gradcheck.model.findings import Severity
 
@@ -79,28 +79,55 @@ def _more(count: int) -> str:
     return f" and {count} more" if count > 0 else ""
 
 
-def render(dataflow: Dataflow, findings=()) -> str:
-    """The dot source of ``dataflow`` with what ``findings`` say is wrong marked on it."""
+@dataclass(frozen=True)
+class Drawing:
+    """What a picture shows, before any drawing syntax: the nodes kept with their look (dot attributes, marks
+    over the node's own style), the links between them with their marks, the legend, and what was left out.
+    Graphviz's dot source (``render``) and the report page's SVG (formats.svg_dataflow) both draw this."""
+
+    backward: int
+    legend: tuple[str, ...]
+    nodes: tuple[tuple[DataflowNode, dict], ...]
+    links: tuple[tuple[DataflowLink, dict], ...]
+    hidden: str | None  # "N launches and M arrays not drawn …"; None when everything is
+
+    @property
+    def title(self) -> str:
+        return f"gradcheck: the dataflow of backward {self.backward}"
+
+
+def drawing(dataflow: Dataflow, findings=()) -> Drawing:
+    """``dataflow`` with what ``findings`` say is wrong marked on it, cut down to what is worth drawing."""
     marks = mark(dataflow, findings)
     kept, hidden = _select(dataflow, marks)
-    title = "\n".join([f"gradcheck: the dataflow of backward {dataflow.backward}", *marks.legend])
+    nodes = tuple(
+        (node, _merged(_style(node, dataflow), marks.nodes.get(node.key)))
+        for node in dataflow.nodes
+        if node.key in kept
+    )
+    links = tuple(
+        (link, marks.links.get((link.source, link.target), {}))
+        for link in dataflow.links
+        if link.source in kept and link.target in kept
+    )
+    return Drawing(dataflow.backward, tuple(marks.legend), nodes, links, hidden)
+
+
+def render(dataflow: Dataflow, findings=()) -> str:
+    """The dot source of ``dataflow`` with what ``findings`` say is wrong marked on it."""
+    drawn = drawing(dataflow, findings)
+    title = "\n".join([drawn.title, *drawn.legend])
     lines = [
         "digraph gradcheck {",
         "  graph " + _attrs(rankdir="LR", fontname="Helvetica", fontsize=11, labelloc="t", labeljust="l", label=title),
         "  node " + _attrs(fontname="Helvetica", fontsize=10),
         "  edge " + _attrs(fontname="Helvetica", fontsize=9, color="gray40"),
     ]
-    for node in dataflow.nodes:
-        if node.key in kept:
-            lines.append(
-                f"  {_quote(node.key)} " + _attrs(**_merged(_style(node, dataflow), marks.nodes.get(node.key)))
-            )
-    if hidden:
-        lines.append('  "not-drawn" ' + _attrs(shape="note", style="dashed", color="gray50", label=hidden))
-    for link in dataflow.links:
-        if link.source in kept and link.target in kept:
-            attrs = marks.links.get((link.source, link.target), {})
-            lines.append(f"  {_quote(link.source)} -> {_quote(link.target)}" + (" " + _attrs(**attrs) if attrs else ""))
+    lines += [f"  {_quote(node.key)} " + _attrs(**attrs) for node, attrs in drawn.nodes]
+    if drawn.hidden:
+        lines.append('  "not-drawn" ' + _attrs(shape="note", style="dashed", color="gray50", label=drawn.hidden))
+    for link, attrs in drawn.links:
+        lines.append(f"  {_quote(link.source)} -> {_quote(link.target)}" + (" " + _attrs(**attrs) if attrs else ""))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -185,7 +185,7 @@ def param_values(members, verdicts, clip) -> list[str]:
     """One param family's row as plain text: its name, first and last norm, their ratio, the norms' sparkline, the
     clipped norm when clipping, the verdict ("ok" or the checks that flag it)."""
     label = members[0].subject if len(members) == 1 else f"{family(members[0].subject)} ×{len(members)}"
-    norms = _family_norms(members)
+    norms = family_norms(members)
     ratio = norms[-1] / norms[0] if norms and norms[0] and math.isfinite(norms[0]) else math.nan
     cells = [
         label,
@@ -324,7 +324,7 @@ def _summary(report) -> str:
     return "\n" + ", ".join(parts) + f" — exit {int(report.exit_code)} (fail-on {report.fail_on.label})"
 
 
-def _family_norms(members) -> list[float]:
+def family_norms(members) -> list[float]:
     """Per-pass L2 norm over all arrays of a family."""
     passes = max(len(m.norms) for m in members)
     out = []

@@ -27,12 +27,24 @@ class ParamSummary:
     verdict: str  # "ok" or the names of the checks that flagged it
     clipped_norms: tuple[float | None, ...] = ()  # after --clip-norm, per pass (empty without it)
     role: str = "declared"  # declared (params()) | updated (the program updated it from its gradient) | leaf
+    backwards: tuple[int, ...] = ()  # the pass or backward (1-based) each of ``norms`` was read after; () unknown
 
     @property
     def ratio(self) -> float:
         if not self.norms or not self.norms[0] or math.isnan(self.norms[0]):
             return math.nan
         return self.norms[-1] / self.norms[0]
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ParamSummary:
+        """A parameter's row read back from a JSON report (``gradcheck combine``): a missing number is NaN."""
+        return cls(
+            name=str(data.get("name", "")), subject=str(data.get("subject", "")),
+            shape=tuple(data.get("shape") or ()), dtype=str(data.get("dtype", "")),
+            norms=tuple(_float(n) for n in data.get("norms") or ()), verdict=str(data.get("verdict", "")),
+            clipped_norms=tuple(data.get("clipped_norms") or ()), role=str(data.get("role") or "declared"),
+            backwards=tuple(int(b) for b in data.get("norm_backwards") or ()),
+        )  # fmt: skip
 
     def to_dict(self) -> dict:
         return {
@@ -44,6 +56,7 @@ class ParamSummary:
             "ratio": _json_float(self.ratio),
             "verdict": self.verdict,
             "role": self.role,
+            "norm_backwards": list(self.backwards),
         } | ({"clipped_norms": [_json_float(n) for n in self.clipped_norms]} if self.clipped_norms else {})
 
 
@@ -171,6 +184,9 @@ class ScenarioResult:
     unit: str = "pass"  # what ``passes`` counts: "pass" (gradcheck run) or "backward" (a program under exec)
     # a long program audited by a cadence: {"first", "every", "backwards", "audited"}; None: every backward was
     sampling: Mapping[str, int] | None = None
+    # (pass or backward, loss) over the run: every pass of ``run``; a long program's bounded sample (the backwards
+    # its gradients' histories kept, the ones audited in full): what the report page plots
+    loss_curve: tuple[tuple[int, float | None], ...] = ()
 
     @property
     def status(self) -> str:
@@ -213,6 +229,7 @@ class ScenarioResult:
                 "ignored": [f.to_dict() for f in self.ignored],
             }
             | ({"sampling": dict(self.sampling)} if self.sampling is not None else {})
+            | {"loss_curve": [[b, _json_float(x)] for b, x in self.loss_curve]}
         )
 
 
@@ -254,6 +271,11 @@ class Report:
         if self.error is not None:
             out["error"] = self.error
         return out
+
+
+def _float(x) -> float:
+    """A number read back from JSON, where NaN and infinities were written as null."""
+    return math.nan if x is None else float(x)
 
 
 def _json_float(x):
