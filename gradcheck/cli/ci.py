@@ -65,12 +65,8 @@ def ci(
         rooted = source_root(root)
         ci_run.check_specs(config.entries, config.source)
         entries = ci_run.shard(config.entries, shard_spec)
-        options = RunOptions(
-            device=device,
-            passes=config.passes if passes is None else passes,
-            fail_on=fail_on or config.fail_on,
-            timeout=timeout,
-        )
+        passes = config.passes if passes is None else passes
+        options = RunOptions(device=device, passes=passes, fail_on=fail_on or config.fail_on, timeout=timeout)
         accepted = _baseline(baseline, update_baseline)
         inputs = input_files([e.spec for e in config.entries]) + [Path(config.source)]
         inputs += [baseline] if baseline is not None else []
@@ -110,9 +106,8 @@ def ci(
 
         write_atomically(junit, render(document, OutputFormat.junit), "--junit")
     deliver(document, fmt, output)
-    if html is not None and not report_page.write(html, document, (), _note):
-        raise typer.Exit(int(combine([report.exit_code, ExitCode.USAGE])))
-    raise typer.Exit(int(report.exit_code))
+    written = html is None or report_page.write(html, document, (), _note)
+    raise typer.Exit(int(report.exit_code if written else combine([report.exit_code, ExitCode.USAGE])))
 
 
 def _note(message: str) -> None:

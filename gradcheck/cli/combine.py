@@ -31,7 +31,8 @@ def combine(
     from gradcheck.cli import report_page
     from gradcheck.cli.output import check_writable, error_line
     from gradcheck.engine.combine import combine_reports
-    from gradcheck.model.exit_codes import ExitCode, combine as combined
+    from gradcheck.model.exit_codes import ExitCode
+    from gradcheck.model.exit_codes import combine as combined
 
     try:
         check_supported("combine", fmt)

@@ -99,20 +99,10 @@ def run(
         check_supported("run", fmt)
         rules, rooted = suppressions(select, ignore), source_root(root)
         options = RunOptions(
-            device=device,
-            passes=passes,
-            fault=fault,
-            settings=parse_settings(settings or []),
-            fail_on=fail_on,
-            debug=debug,
-            clip_norm=clip_norm,
-            checks=CheckOptions(max_norm=max_norm),
-            trace_nonfinite=trace_nonfinite,
-            fd=FDOptions(mode=fd, warn=fd_warn, error=fd_error),
-            replay=replay,
-            blame=blame,
-            timeout=timeout,
-        )
+            device=device, passes=passes, fault=fault, settings=parse_settings(settings or []), fail_on=fail_on,
+            debug=debug, clip_norm=clip_norm, checks=CheckOptions(max_norm=max_norm), trace_nonfinite=trace_nonfinite,
+            fd=FDOptions(mode=fd, warn=fd_warn, error=fd_error), replay=replay, blame=blame, timeout=timeout,
+        )  # fmt: skip
         check_paths(output, graph, input_files(specs))
         html = report_page.checked(html, output, input_files(specs))
     except UsageError as exc:
@@ -125,10 +115,7 @@ def run(
     report = judged(report, rules, root=rooted)
     _say_errors(report, debug)
     deliver(report, fmt, output, verbose=verbose)
-    code = _drawn(graph, pictures, report, timeout)
-    if html is not None and not report_page.write(html, report, pictures, note):
-        code = combine([code, ExitCode.USAGE])
-    raise typer.Exit(int(code))
+    raise typer.Exit(int(_artifacts(report, graph, html, pictures, timeout)))
 
 
 def _say_errors(report, debug: bool) -> None:
@@ -140,6 +127,16 @@ def _say_errors(report, debug: bool) -> None:
                 typer.echo(result.traceback, err=True)
     if report.error:
         error_line(report.error)
+
+
+def _artifacts(report, graph: Path | None, html: Path | None, pictures, timeout: float | None) -> ExitCode:
+    """--graph and --html after the report; the exit code, the usage error's when one could not be written."""
+    from gradcheck.cli import report_page
+
+    code = _drawn(graph, pictures, report, timeout)
+    if html is not None and not report_page.write(html, report, pictures, note):
+        code = combine([code, ExitCode.USAGE])
+    return code
 
 
 def _drawn(graph: Path | None, pictures, report, timeout: float | None) -> ExitCode:
