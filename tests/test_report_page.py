@@ -105,20 +105,11 @@ def test_combine_and_ci_write_pages_too(tmp_path):
     for rank in (0, 1):
         env = {"TORCHELASTIC_RUN_ID": "t", "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"}
         extra = ("--forget-zero-from", "20") if rank else ()
-        proc = cli(
-            "exec",
-            "--format",
-            "json",
-            "--output",
-            "r.json",
-            str(LONG_FIT),
-            "--iters",
-            "60",
-            *extra,
-            env=env,
-            cwd=tmp_path,
-        )
+        args = ("--format", "json", "--output", "r.json", "--html", "pages", str(LONG_FIT), "--iters", "60", *extra)
+        proc = cli("exec", *args, env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
+        checked(tmp_path / "pages" / f"rank{rank}")  # each rank its own page
+        assert "wrote the report page" not in proc.stderr  # a rank's stderr is the program's
     proc = cli("combine", "r.rank0.json", "r.rank1.json", "--html", "combined", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr[-2000:]
     page = checked(tmp_path / "combined")
