@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.gradcheck-installed
 
-.PHONY: run test test-slow test-compat test-torch lint bench install clean
+.PHONY: run test test-slow test-compat test-torch test-browser lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ run: $(STAMP)
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	@$(BYTECODE)
-	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -m "not slow and not browser" -n $(TEST_WORKERS) --dist loadfile
 
 # Third-party autodiff code for the slow lane's corpus (tests/test_thirdparty.py): skrl's Warp agents on warp-nn, pinned,
 # installed beside .venv (--target, no dependency resolution: torch and jax stay out), put on those programs' PYTHONPATH
@@ -98,6 +98,16 @@ $(TORCH_VENV)/.installed: pyproject.toml
 
 test-torch: $(TORCH_VENV)/.installed
 	$(TORCH_VENV)/bin/python -m pytest -q -p no:cacheprovider $(TORCH_TESTS)
+
+# The --html page in a real browser: Chromium from the OS (Debian: apt-get install chromium; .ci/run installs it),
+# driven by Playwright (the `browser` extra, installed into .venv here). Without Chromium the tests skip and say so.
+$(VENV)/.browser-installed: pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
+	touch $@
+
+test-browser: $(STAMP) $(VENV)/.browser-installed
+	@$(BYTECODE)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m browser tests/test_report_page_browser.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check gradcheck scenarios tests bench
