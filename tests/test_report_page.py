@@ -45,7 +45,7 @@ def test_the_page_of_a_fault_holds_the_verdict_findings_with_source_curves_and_d
     assert f'<span class="ln">{site - 3}</span>' in findings and f'<span class="ln">{site + 3}</span>' in findings
     curves = section(page, "s0-curves")
     assert curves.count('<svg class="chart"') == 2 and "<polyline" in curves and "x.grad" in curves
-    assert "the program ran 300 backwards" in curves  # which backwards are plotted is said
+    assert "300 backwards, " in curves and "the curves plot the " in curves  # which backwards are plotted is said
     assert '<svg class="dataflow"' in section(page, "s0-dataflow")
     assert "nothing was suppressed" in section(page, "s0-suppressed")
     assert "audited in full" in section(page, "s0-notes")
@@ -114,9 +114,10 @@ def test_combine_and_ci_write_pages_too(tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     page = checked(tmp_path / "combined")
     assert "[rank 1 of 2]" in section(page, "s0-findings")
-    assert "the gradient table and curves are rank 0" in section(page, "s0-notes") and "<polyline" in section(
-        page, "s0-curves"
-    )
+    assert "the gradient table and curves are rank 0" in section(page, "s0-notes")
+    row = section(page, "s0-params").split("<code>x.grad</code>")[1].split("</tr>")[0]
+    assert "accumulation" in row  # rank 0's row, judged by the combined findings (rank 1's error flags it)
+    assert "<polyline" in section(page, "s0-curves")
     project = tmp_path / "project"
     project.mkdir()
     (project / "pyproject.toml").write_text(textwrap.dedent("""\
@@ -126,7 +127,9 @@ def test_combine_and_ci_write_pages_too(tmp_path):
         """))  # fmt: skip
     proc = cli("ci", "--html", "page", cwd=project, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert ">missing-gradient<" in section(checked(project / "page"), "s0-findings")
+    ci_page = checked(project / "page")
+    assert ">missing-gradient<" in section(ci_page, "s0-findings")
+    assert "--fault no-backward --fault" not in ci_page.text  # ci's label names the fault once
 
 
 def test_a_folder_that_cannot_hold_the_page_is_a_usage_error_before_anything_runs(tmp_path):
@@ -184,11 +187,57 @@ def test_a_dataflow_with_an_in_place_launch_is_laid_out_without_looping():
         DataflowLink("t0", "a2", "write", "loss"),
     )
     text = svg(drawing(Dataflow(1, nodes, links, loss="a2")))
-    assert text.count('<g class="node') == 3 and text.count('<g class="link') == 3
+    assert text.count('<g class="node') == 3 and text.count("marker-end=") == 3
 
-    def left(key: str) -> float:
+    def top(key: str) -> float:
         node = text.split(f'data-key="{key}"')[1]
-        match = re.search(r'<(?:rect x|ellipse cx)="([\d.]+)"', node)
+        match = re.search(r'<(?:rect x="[\d.]+" y|ellipse cx="[\d.]+" cy)="([\d.]+)"', node)
         return float(match.group(1))
 
-    assert left("a1") < left("t0") < left("a2")  # x before the launch, the loss after it: the cycle did not loop
+    assert top("a1") < top("t0") < top("a2")  # x above the launch, the loss below it: the cycle did not loop
+
+
+def test_a_chart_of_subnormal_or_huge_values_is_drawn_not_a_crash():
+    tiny = svg_curves.chart([svg_curves.Series("loss", (1, 2, 3), (1.0, 1e-310, 1e-320))], label="l", y_name="loss")
+    huge = svg_curves.chart([svg_curves.Series("g", (1, 2), (1e308, -1e308))], label="g", y_name="norm")
+    assert "<polyline" in tiny and "<polyline" in huge
+    narrow = svg_curves.chart([svg_curves.Series("l", (1, 2), (2.8217, 2.8387))], label="l", y_name="loss")
+    labels = re.findall(r'text-anchor="end">([^<]+)<', narrow)
+    assert len(labels) == len(set(labels)) >= 2, labels  # ticks a person can tell apart
+
+
+def test_program_strings_reach_the_page_escaped():
+    from gradcheck.formats.html_page import page
+    from gradcheck.model.findings import Finding, Severity
+    from gradcheck.model.report import ParamSummary, Report, ScenarioResult
+
+    evil = "</title><script>alert(1)</script><img src=x onerror=alert(2)>"
+    finding = Finding("accumulation", Severity.ERROR, f"{evil}.grad", evil, evil, {})
+    param = ParamSummary(evil, f"{evil}.grad", (2,), "float32", (1.0, 2.0), "accumulation", backwards=(1, 2))
+    result = ScenarioResult(evil, evil, fault=evil, device=evil, options={evil: evil}, passes=2, params=(param,),
+                            findings=(finding,), notes=(evil,), unit=evil, sampling={"backwards": evil, "audited": 1},
+                            loss_curve=((1, 1.0), (2, 0.5)))  # fmt: skip
+    text = page(Report(environment={"device": evil}, scenarios=(result,), error=evil))
+    assert "<script" not in text
+    assert "<img" not in text
+    assert text.split("</head>")[0].count("</title>") == 1  # the head's own title, closed once
+
+
+def test_the_page_leaves_a_folder_of_other_files_without_a_gitignore_and_names_no_other_output(tmp_path):
+    (tmp_path / "train.py").write_text(LONG_FIT.read_text())
+    proc = cli("exec", "--html", ".", "train.py", "--iters", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "index.html").is_file() and not (tmp_path / ".gitignore").exists()  # not the page's folder
+    (tmp_path / "page").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "page")
+    proc = cli("run", "chains", "--graph", "page/index.html", "--html", "link", cwd=tmp_path)
+    assert proc.returncode == 2 and "--graph and --html both name" in proc.stderr
+    assert not (tmp_path / "page" / "index.html").exists()
+
+
+def test_a_site_after_a_form_feed_line_is_marked_on_its_own_line(tmp_path):
+    from gradcheck.formats.code_places import Locator, Place
+
+    (tmp_path / "train.py").write_text("a = 1\n\x0c\nb = 2\ntape.backward(loss)\n")
+    lines = Locator(tmp_path).around(Place("train.py", 4), context=1)
+    assert lines[1] == (4, "tape.backward(loss)")

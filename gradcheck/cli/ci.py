@@ -27,7 +27,7 @@ from gradcheck.cli.reporting import (
 from gradcheck.cli.run import DEVICE_HELP
 from gradcheck.formats import OutputFormat, check_supported
 from gradcheck.model.errors import UsageError
-from gradcheck.model.exit_codes import ExitCode, combine
+from gradcheck.model.exit_codes import combine
 from gradcheck.model.options import FailOn
 
 
@@ -73,7 +73,7 @@ def ci(
         check_writable(output, "--output", inputs)
         check_writable(junit, "--junit", inputs)
         _distinct({"--output": output, "--junit": junit, "--baseline": baseline})
-        html = report_page.checked(html, output, inputs)
+        html = report_page.checked(html, output, inputs, {"--junit": junit, "--baseline": baseline})
         check_writable(baseline if update_baseline else None, "--baseline", inputs[:-1] if baseline else inputs)
     except UsageError as exc:
         raise usage_exit("ci", exc, fmt, output, source=source) from None
@@ -106,8 +106,8 @@ def ci(
 
         write_atomically(junit, render(document, OutputFormat.junit), "--junit")
     deliver(document, fmt, output)
-    written = html is None or report_page.write(html, document, (), _note)
-    raise typer.Exit(int(report.exit_code if written else combine([report.exit_code, ExitCode.USAGE])))
+    failed = report_page.write(html, document, (), _note) if html is not None else None
+    raise typer.Exit(int(combine([report.exit_code, failed]) if failed is not None else report.exit_code))
 
 
 def _note(message: str) -> None:

@@ -31,7 +31,6 @@ def combine(
     from gradcheck.cli import report_page
     from gradcheck.cli.output import check_writable, error_line
     from gradcheck.engine.combine import combine_reports
-    from gradcheck.model.exit_codes import ExitCode
     from gradcheck.model.exit_codes import combine as combined
 
     try:
@@ -45,10 +44,8 @@ def combine(
     deliver(report, fmt, output, verbose=verbose)
     if report.error:
         error_line(report.error)
-    code = report.exit_code
-    if html is not None and not report_page.write(html, report, (), _note):
-        code = combined([code, ExitCode.USAGE])
-    raise typer.Exit(int(code))
+    failed = report_page.write(html, report, (), _note) if html is not None else None
+    raise typer.Exit(int(combined([report.exit_code, failed]) if failed is not None else report.exit_code))
 
 
 def _note(message: str) -> None:

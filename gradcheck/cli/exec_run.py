@@ -45,7 +45,7 @@ def run_exec(
         rules = suppressions(select, ignore)
         rooted = source_root(root)
         target, output, graph = _checked(program, module, output, graph)
-        html = _page_folder(html, output, target, module is not None)
+        html = _page_folder(html, output, target, module is not None, graph)
         checks = CheckOptions(max_norm=max_norm)
     except UsageError as exc:
         return usage_error("exec", exc, fmt, output, fail_on=fail_on)
@@ -76,8 +76,9 @@ def run_exec(
         said = (
             None if launch is not None else (lambda m: stdio.line(m, kind="note"))
         )  # a rank's stderr is the program's
-        if not report_page.write(_rank_page(html, launch), report, pictures, said, stdio.line):
-            code = int(combine([ExitCode(code), ExitCode.USAGE]))
+        failed = report_page.write(_rank_page(html, launch), report, pictures, said, stdio.line)
+        if failed is not None:
+            code = int(combine([ExitCode(code), failed]))
     if launch is not None:
         return run.status  # the rank ends as the program did; the verdict is `gradcheck combine`'s
     if graph is not None:
@@ -125,14 +126,14 @@ def _checked(
     return target, output, graph
 
 
-def _page_folder(html: Path | None, output: Path | None, target: str, module: bool) -> Path | None:
+def _page_folder(html: Path | None, output: Path | None, target: str, module: bool, graph: Path | None) -> Path | None:
     """--html checked before the program starts (report_page.checked); None when not given (nothing imported)."""
     if html is None:
         return None
     from gradcheck.cli import report_page
     from gradcheck.engine.program_files import program_inputs
 
-    return report_page.checked(html, output, program_inputs(target, module))
+    return report_page.checked(html, output, program_inputs(target, module), {"--graph": graph})
 
 
 def _rank_page(html: Path, launch) -> Path:

@@ -104,7 +104,7 @@ def run(
             fd=FDOptions(mode=fd, warn=fd_warn, error=fd_error), replay=replay, blame=blame, timeout=timeout,
         )  # fmt: skip
         check_paths(output, graph, input_files(specs))
-        html = report_page.checked(html, output, input_files(specs))
+        html = report_page.checked(html, output, input_files(specs), {"--graph": graph})
     except UsageError as exc:
         raise usage_exit("run", exc, fmt, output, fail_on=fail_on) from None
     try:
@@ -134,9 +134,8 @@ def _artifacts(report, graph: Path | None, html: Path | None, pictures, timeout:
     from gradcheck.cli import report_page
 
     code = _drawn(graph, pictures, report, timeout)
-    if html is not None and not report_page.write(html, report, pictures, note):
-        code = combine([code, ExitCode.USAGE])
-    return code
+    failed = report_page.write(html, report, pictures, note) if html is not None else None
+    return combine([code, failed]) if failed is not None else code
 
 
 def _drawn(graph: Path | None, pictures, report, timeout: float | None) -> ExitCode:

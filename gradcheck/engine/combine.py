@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gradcheck.model.errors import UsageError
@@ -127,17 +127,31 @@ def _scenario(name: str, reports: list[RankReport], ranks: list[str], superseded
     if len(mine) > 1 and first.get("params"):
         notes.append(f"the gradient table and curves are rank {mine[0][0]}'s; each rank's report has its own")
     notes += [f"rank {rank}: did not report this scenario" for rank in ranks if rank not in {r for r, _ in mine}]
+    findings = _findings(mine, "findings", len(ranks))
     return ScenarioResult(
         spec=first.get("spec") or name, name=name, fault=first.get("fault"), device=first.get("device"),
         options=first.get("options") or {}, passes=max(int(s.get("passes") or 0) for _r, s in mine),
-        findings=_findings(mine, "findings", len(ranks)), ignored=_findings(mine, "ignored", len(ranks)),
+        findings=findings, ignored=_findings(mine, "ignored", len(ranks)),
         error="; ".join(errors) or None, error_code=ExitCode.SCENARIO_ERROR if errors else None,
         seconds=max(float(s.get("seconds") or 0.0) for _r, s in mine), notes=tuple(notes),
         unit=first.get("unit") or "pass",
-        params=tuple(ParamSummary.from_dict(p) for p in first.get("params") or () if isinstance(p, dict)),
+        params=_params(first.get("params") or (), findings, ParamSummary),
         losses=tuple(first.get("losses") or ()), sampling=first.get("sampling"),
         loss_curve=tuple((int(b), x) for b, x in first.get("loss_curve") or ()),
     )  # fmt: skip
+
+
+def _params(rows, findings: tuple, summary) -> tuple:
+    """The first rank's parameter rows, each verdict the combined findings' (a finding only rank 1 made flags the
+    row too: the table never says "ok" above an error about the same gradient)."""
+    flagged: dict[str, list[str]] = {}
+    for finding in findings:
+        for subject in finding.subjects:
+            checks = flagged.setdefault(subject, [])
+            if finding.check not in checks:
+                checks.append(finding.check)
+    params = (summary.from_dict(row) for row in rows if isinstance(row, dict))
+    return tuple(replace(p, verdict=", ".join(flagged.get(p.subject, ())) or "ok") for p in params)
 
 
 def _rank_line(rank: str, scenario: dict) -> str:

@@ -124,7 +124,9 @@ class Locator:
     def _text(self, path: Path, line: int) -> str:
         if path not in self._lines:
             try:
-                self._lines[path] = path.read_text(encoding="utf-8", errors="replace").splitlines()
+                text = path.read_text(encoding="utf-8", errors="replace")
+                # Python's own line breaks, not str.splitlines()'s (a form feed is no line break to the tokenizer)
+                self._lines[path] = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
             except OSError:
                 self._lines[path] = []
         lines = self._lines[path]

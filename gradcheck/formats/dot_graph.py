@@ -96,10 +96,11 @@ class Drawing:
         return f"gradcheck: the dataflow of backward {self.backward}"
 
 
-def drawing(dataflow: Dataflow, findings=()) -> Drawing:
-    """``dataflow`` with what ``findings`` say is wrong marked on it, cut down to what is worth drawing."""
+def drawing(dataflow: Dataflow, findings=(), limit: int = MAX_NODES) -> Drawing:
+    """``dataflow`` with what ``findings`` say is wrong marked on it, cut down to what is worth drawing: ``limit``
+    nodes at most (the report page draws fewer than Graphviz can lay out)."""
     marks = mark(dataflow, findings)
-    kept, hidden = _select(dataflow, marks)
+    kept, hidden = _select(dataflow, marks, limit)
     nodes = tuple(
         (node, _merged(_style(node, dataflow), marks.nodes.get(node.key)))
         for node in dataflow.nodes
@@ -311,11 +312,11 @@ def _blamed(marks: Marks, where: _Index, finding, launches: list[BlamedLaunch]) 
 
 
 # -- what is drawn ---------------------------------------------------------------------------------------------------
-def _select(dataflow: Dataflow, marks: Marks) -> tuple[set[str], str | None]:
+def _select(dataflow: Dataflow, marks: Marks, limit: int = MAX_NODES) -> tuple[set[str], str | None]:
     """What is worth drawing (``_worth``), all of it, or for a large picture what the marks point at (and HOPS
     around it) or the last launches before the loss; with the note that says what was left out."""
     worth = _worth(dataflow, marks)
-    if len(worth) <= MAX_NODES:
+    if len(worth) <= limit:
         return worth, None
     around: dict[str, list[str]] = {}
     for link in dataflow.links:
@@ -323,10 +324,11 @@ def _select(dataflow: Dataflow, marks: Marks) -> tuple[set[str], str | None]:
             around.setdefault(link.source, []).append(link.target)
             around.setdefault(link.target, []).append(link.source)
     marked = [k for k in marks.focus if k != dataflow.loss]
-    kept = _neighbourhood(marks.focus, around) if marked else _recent(dataflow, around, worth)
+    kept = _neighbourhood(marks.focus, around, limit) if marked else _recent(dataflow, around, worth, limit)
     launches = sum(1 for n in dataflow.nodes if n.is_launch and n.key in worth and n.key not in kept)
     arrays = sum(1 for n in dataflow.nodes if not n.is_launch and n.key in worth and n.key not in kept)
-    why = "around what is marked" if marked else f"the last {RECENT_LAUNCHES} launches at most, up to the loss"
+    recent = min(RECENT_LAUNCHES, limit // 2)
+    why = "around what is marked" if marked else f"the last {recent} launches at most, up to the loss"
     return kept, f"{launches} launches and {arrays} arrays not drawn\n(drawn: {why})"
 
 
@@ -341,23 +343,23 @@ def _worth(dataflow: Dataflow, marks: Marks) -> set[str]:
     return shown & (linked | always)
 
 
-def _neighbourhood(focus: list[str], around: dict) -> set[str]:
+def _neighbourhood(focus: list[str], around: dict, limit: int = MAX_NODES) -> set[str]:
     """The focus nodes, then what is one hop from them, then two (breadth first), up to MAX_NODES. A hub (a model
     array every step reads) is drawn but not gone through: its readers are the whole rollout, not the neighbourhood."""
     kept = dict.fromkeys(focus)
     frontier = deque((key, 0) for key in focus)
-    while frontier and len(kept) < MAX_NODES:
+    while frontier and len(kept) < limit:
         key, hops = frontier.popleft()
         if hops == HOPS or (hops and len(around.get(key, ())) > HUB):
             continue
         for other in around.get(key, ()):
-            if other not in kept and len(kept) < MAX_NODES:
+            if other not in kept and len(kept) < limit:
                 kept[other] = None
                 frontier.append((other, hops + 1))
     return set(kept)
 
 
-def _recent(dataflow: Dataflow, around: dict, worth: set[str]) -> set[str]:
+def _recent(dataflow: Dataflow, around: dict, worth: set[str], limit: int = MAX_NODES) -> set[str]:
     """Nothing marked: the last launches up to the one that wrote the loss, with their arrays, up to MAX_NODES."""
     launches = sorted((n for n in dataflow.launches if n.key in worth), key=lambda n: n.order)
     writers = [n for n in launches if dataflow.loss in around.get(n.key, ())]
@@ -366,7 +368,7 @@ def _recent(dataflow: Dataflow, around: dict, worth: set[str]) -> set[str]:
     kept = {dataflow.loss} if dataflow.loss else set()
     for count, node in enumerate(reversed(launches)):
         touched = [node.key, *around.get(node.key, ())]
-        if count == RECENT_LAUNCHES or len(kept | set(touched)) > MAX_NODES:
+        if count == min(RECENT_LAUNCHES, limit // 2) or len(kept | set(touched)) > limit:
             break
         kept.update(touched)
     return kept

@@ -10,7 +10,7 @@ Self-contained: CSS and SVG inline, no script, no font, no image, no address out
 CI artifact with no network, and every part reads without JavaScript (hover text is SVG's ``<title>``, long lists
 fold into ``<details>``). Small whatever the run's length: everything it draws is bounded (the report's bounded
 histories, ``MAX_GROUPS`` finding groups with ``MAX_LISTED`` findings each, ``MAX_CURVES`` plotted parameters,
-``MAX_ROWS`` table rows, a picture of at most dot_graph.MAX_NODES nodes), each cut said on the page.
+``MAX_ROWS`` table rows, a picture of at most ``PICTURE_NODES`` nodes), each cut said on the page.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ MAX_CURVES = 24  # parameters plotted (flagged first, then the largest norms)
 PER_CHART = 6
 MAX_ROWS = 200  # parameter and kernel rows
 CONTEXT = 3  # source lines before and after a site
+PICTURE_NODES = 120  # the dataflow picture's nodes at most (Graphviz's --graph draws up to 300)
 VERDICTS = {0: ("pass", "PASS"), 1: ("fail", "FAIL")}
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:0 auto;max-width:1100px;
@@ -56,7 +57,7 @@ svg.chart .plot{fill:#fcfcfc;stroke:#ccc}svg.chart .grid{stroke:#e6e6e6}
 .swatch{display:inline-block;width:12px;height:3px;vertical-align:middle;margin-right:6px}
 .picture{overflow:auto;border:1px solid #e1e4e8;border-radius:4px;max-height:720px}
 svg.dataflow text{font:11px Helvetica,Arial,sans-serif}svg.dataflow .title{font-weight:600;font-size:12px}
-.muted{color:#666}details{margin:4px 0}summary{cursor:pointer;color:#0b5cad}
+.muted{color:#666}details{margin:4px 0}summary{cursor:pointer;color:#0b5cad}.wide{overflow-x:auto}
 """
 
 
@@ -75,13 +76,14 @@ def page(document, pictures=None) -> str:
     for k, result in enumerate(report.scenarios):
         body.append(_scenario(result, f"s{k}", locator, pictures.get(result.name)))
     body.append(_report_notes(report))
-    return (
+    text = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>gradcheck: {word} — {escape(names)}</title><style>{STYLE}</style></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+    return text.encode("utf-8", "replace").decode("utf-8")  # a file name that is not UTF-8 (surrogates): "?"
 
 
 def _environment(report) -> str:
@@ -116,7 +118,8 @@ def _verdict(report, kind: str, word: str) -> str:
 
 
 def _title(result) -> str:
-    return (result.label or result.name) + (f" --fault {result.fault}" if result.fault else "")
+    """The table's title: ``ci``'s entry label (which names the fault already), else the name and the fault."""
+    return result.label or result.name + (f" --fault {result.fault}" if result.fault else "")
 
 
 def _status(result) -> str:
@@ -132,8 +135,8 @@ def _scenario(result, ident: str, locator: Locator, drawn) -> str:
     head = [
         f'<section class="scenario" id="{ident}"><h2>{escape(_title(result))}</h2>',
         f'<p class="muted">{escape(result.spec)}{" — " + escape(options) if options else ""} — {result.passes} '
-        f"{result.unit if result.passes == 1 else plural} on {escape(result.device or 'no device')} in "
-        f"{result.seconds:.2f} s</p>",
+        f"{escape(result.unit if result.passes == 1 else plural)} on {escape(result.device or 'no device')} in "
+        f"{result.seconds:.2f} s{_loss_line(result)}</p>",
     ]
     if result.error:
         head.append(f'<p class="bad">error: {escape(result.error)}</p>')
@@ -147,6 +150,18 @@ def _scenario(result, ident: str, locator: Locator, drawn) -> str:
         _notes(result, ident),
     ]
     return "\n".join(head + [p for p in parts if p] + ["</section>"])
+
+
+def _loss_line(result) -> str:
+    """``; loss 2.84 (backward 1) → 0.0012 (backward 20000)``: the first and last loss of the curve."""
+    points = [(b, v) for b, v in result.loss_curve if v is not None] or [
+        (b, v) for b, v in enumerate(result.losses, 1) if v is not None
+    ]
+    if not points:
+        return ""
+    (b0, first), (b1, last) = points[0], points[-1]
+    unit = escape(result.unit)
+    return f"; loss {_fmt(first)} ({unit} {b0}) → {_fmt(last)} ({unit} {b1})"
 
 
 def _findings(result, ident: str, locator: Locator) -> str:
@@ -200,19 +215,22 @@ def _source(locator: Locator, finding, spec: str) -> str:
 
 
 def _curves(result, ident: str) -> str:
-    out = [f'<section class="curves" id="{ident}-curves"><h3>Loss and gradient norms</h3>', _sampled(result)]
     loss = result.loss_curve or tuple(enumerate(result.losses, 1))
+    plotted = _plotted(result.params)
+    out = [f'<section class="curves" id="{ident}-curves"><h3>Loss and gradient norms</h3>', _sampled(result, plotted)]
     charts = []
-    if loss:
+    if any(v is not None for _, v in loss):
         series = svg_curves.Series("loss", tuple(b for b, _ in loss), tuple(_num(v) for _, v in loss))
         charts.append(_chart_box([series], "the loss", "loss", result.unit))
-    plotted = _plotted(result.params)
+    elif plotted:
+        out.append('<p class="muted">no loss to plot: backward was seeded (tape.backward(grads=…)) or the loss was '
+                   "not an array gradcheck saw</p>")  # fmt: skip
     for start in range(0, len(plotted), PER_CHART):
         chunk = plotted[start : start + PER_CHART]
         series = [_norm_series(p) for p in chunk]
         charts.append(_chart_box(series, "gradient norms", "gradient norm", result.unit))
     if not charts:
-        out.append('<p class="muted">nothing measured to plot</p>')
+        out.append('<p class="muted">nothing was measured to plot</p>')
     out.append('<div class="charts">' + "".join(charts) + "</div>")
     left = len(_families(result.params)) - len(plotted)
     if left > 0:
@@ -221,17 +239,21 @@ def _curves(result, ident: str) -> str:
     return "\n".join(out + ["</section>"])
 
 
-def _sampled(result) -> str:
-    unit = "passes" if result.unit == "pass" else f"{result.unit}s"
+def _sampled(result, plotted: list) -> str:
+    """Which passes or backwards the curves show: all of them, or the bounded sample a long program's report keeps."""
+    unit, ran = result.unit, result.passes
+    said = f"{ran} {escape(unit if ran == 1 else ('passes' if unit == 'pass' else unit + 's'))}"
+    shown = {b for b, _ in result.loss_curve} | {b for f in plotted for b in f.backwards}
+    if not ran or not shown:
+        return f'<p class="muted">{said}: nothing was measured</p>'
     sampling = result.sampling
-    if not sampling:
-        return f'<p class="muted">every one of the {result.passes} {unit}, audited in full</p>'
-    kept = len(result.loss_curve) or max((len(p.norms) for p in result.params), default=0)
+    audited = f", {escape(str(sampling.get('audited', '?')))} of them audited in full" if sampling else ""
+    if len(shown) >= ran and not sampling:
+        return f'<p class="muted">{said}{audited}; the curves plot every one</p>'
     return (
-        f'<p class="muted">the program ran {sampling.get("backwards", result.passes)} {unit} and '
-        f"{sampling.get('audited', '?')} of them were audited in full; the curves plot the {kept} audited backwards "
-        "the report kept (the first ones, then every 2^k-th, and the last): a spike between two of them is not "
-        "drawn</p>"
+        f'<p class="muted">{said}{audited}; the curves plot the {len(shown)} the report kept, from {min(shown)} to '
+        f"{max(shown)} (a long run's history keeps a sample that thins out as it fills): a spike between two of them "
+        "is not drawn</p>"
     )
 
 
@@ -244,15 +266,11 @@ class _Family:
     norm over every member, at each backward all of them were read (as the table's sparkline)."""
 
     def __init__(self, members: list) -> None:
-        from gradcheck.formats.table import family_norms
-
         first = members[0]
         self.count = len(members)
         self.label = f"{family(first.subject)} ×{self.count}" if self.count > 1 else first.subject
         self.shape = first.shape
-        self.norms = tuple(family_norms(members)) if self.count > 1 else tuple(first.norms)
-        same = all(len(m.backwards) == len(m.norms) == len(self.norms) for m in members)
-        self.backwards = tuple(first.backwards) if same else tuple(range(1, len(self.norms) + 1))
+        self.backwards, self.norms = _family_curve(members)
         verdicts = [v for m in members for v in m.verdict.split(", ") if v and v != "ok"]
         self.verdict = ", ".join(dict.fromkeys(verdicts)) or first.verdict
 
@@ -263,6 +281,25 @@ class _Family:
     @property
     def flagged(self) -> bool:
         return self.verdict != "ok"
+
+
+def _family_curve(members: list) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """(backwards, norms) of a family: at each backward every member was read at, the L2 norm over them (NaN when
+    one is not finite). Members read at different backwards are matched by backward, never by position; without
+    the backwards (an old report), by position."""
+    from gradcheck.formats.table import family_norms
+
+    if not all(len(m.backwards) == len(m.norms) for m in members):
+        norms = tuple(family_norms(members)) if len(members) > 1 else tuple(members[0].norms)
+        return tuple(range(1, len(norms) + 1)), norms
+    readings = [dict(zip(m.backwards, m.norms)) for m in members]
+    shared = sorted(set(readings[0]).intersection(*readings[1:]))
+    norms = []
+    for backward in shared:
+        values = [r[backward] for r in readings]
+        finite = all(math.isfinite(v) for v in values)
+        norms.append(math.sqrt(sum(v * v for v in values)) if finite else math.nan)
+    return tuple(shared), tuple(norms)
 
 
 def _families(params) -> list[_Family]:
@@ -294,8 +331,8 @@ def _dataflow(drawn, ident: str) -> str:
 
     out = [f'<section class="dataflow" id="{ident}-dataflow"><h3>Dataflow</h3>']
     if drawn is None:
-        out.append('<p class="muted">no picture: no backward was kept for one (exec and run keep the audited '
-                   "backward with the most to show; under --timeout, a worker's is not)</p>")  # fmt: skip
+        out.append('<p class="muted">no picture: no audited backward\'s dataflow was kept (the program stopped '
+                   "before one, or --timeout ran the scenario in a worker process, or ci did)</p>")  # fmt: skip
     else:
         out.append(f'<p class="muted">backward {drawn.backward}: launches are boxes, arrays ellipses; what the '
                    "findings mark is coloured (hover for the finding)</p>")  # fmt: skip
@@ -305,7 +342,8 @@ def _dataflow(drawn, ident: str) -> str:
 
 def _params(result, ident: str) -> str:
     if not result.params:
-        return ""
+        return (f'<section class="params" id="{ident}-params"><h3>Parameters</h3><p class="muted">no parameter '
+                "gradient was measured (no audited backward reached one)</p></section>")  # fmt: skip
     rows = []
     families = _families(result.params)
     for fam in families[:MAX_ROWS]:
@@ -318,9 +356,9 @@ def _params(result, ident: str) -> str:
     more = len(families) - MAX_ROWS
     tail = f'<p class="muted">{more} more rows: run with --format json for all</p>' if more > 0 else ""
     return (
-        f'<section class="params" id="{ident}-params"><h3>Parameters</h3><table><thead><tr><th>gradient</th>'
+        f'<section class="params" id="{ident}-params"><h3>Parameters</h3><div class="wide"><table><thead><tr><th>gradient</th>'
         "<th>shape</th><th>first</th><th>last</th><th>last/first</th><th>verdict</th></tr></thead><tbody>"
-        + "".join(rows) + f"</tbody></table>{tail}</section>"
+        + "".join(rows) + f"</tbody></table></div>{tail}</section>"
     )  # fmt: skip
 
 
@@ -330,18 +368,29 @@ def _blame(result, ident: str) -> str:
         return ""
     head = f'<section class="blame" id="{ident}-blame"><h3>Per-launch adjoint test</h3><p class="muted">'
     head += escape(blame.skipped or blame.why) + (f"; {escape(blame.note)}" if blame.note else "") + "</p>"
-    rows = [
-        f"<tr><td><code>{escape(k.kernel)}</code></td><td>{escape(k.where or '')}</td>"
-        f'<td class="num">{k.launches}</td><td>{escape(", ".join(f"{n} {s}" for s, n in k.statuses.items()))}</td>'
-        f'<td class="num">{_fmt(k.worst_rel_error)}</td></tr>'
-        for k in blame.kernels[:MAX_ROWS]
-    ]
+    rows = []
+    for k in blame.kernels[:MAX_ROWS]:
+        judged = sum(n for status, n in k.statuses.items() if status not in ("no-verdict", "not-checked"))
+        where = escape(k.where or "")
+        rows.append(
+            f'<tr><td><code>{escape(k.kernel)}</code></td><td title="{where}">{escape(_short_site(k.where))}</td>'
+            f'<td class="num">{k.launches}</td><td>{escape(", ".join(f"{n} {s}" for s, n in k.statuses.items()))}'
+            f'</td><td class="num">{_fmt(k.worst_rel_error) if judged else "–"}</td></tr>'
+        )
     if not rows:
-        return head + "</section>"
+        return head + '<p class="muted">no launch was tested</p></section>'
     return (
-        head + "<table><thead><tr><th>kernel</th><th>first launch</th><th>launches</th><th>verdicts</th>"
-        "<th>worst rel. error</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></section>"
+        head + '<div class="wide"><table><thead><tr><th>kernel</th><th>first launch</th><th>launches</th>'
+        "<th>verdicts</th><th>worst rel. error</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        "</section>"
     )  # fmt: skip
+
+
+def _short_site(site: str | None) -> str:
+    """``/long/path/file.py:34`` → ``file.py:34`` (the whole path is the cell's hover text)."""
+    from gradcheck.model.sites import short_site
+
+    return short_site(site) or "" if site else ""
 
 
 def _suppressed(result, ident: str, locator: Locator) -> str:

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from html import escape
 
 MAX_POINTS = 400
+TINY, HUGE = 1e-300, 1e300  # a logarithmic axis starts no lower; a linear one's range is computed within ±HUGE
 LOG_SPAN = 50.0
 MARKED = 80  # a series this short gets a mark (and hover text) on every point
 WIDTH, HEIGHT = 520, 190
 LEFT, RIGHT, TOP, BOTTOM = 62, 12, 10, 30
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+BAD = "#d62728"  # a NaN or infinity's cross; no series is drawn in it
+COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ def chart(series: list[Series], *, label: str, y_name: str, x_name: str = "backw
     log = bool(positive) and min(finite) >= 0 and max(positive) / min(positive) > LOG_SPAN
     scale = _Scale(min(xs), max(xs), finite, log)
     parts = [_axes(scale, y_name, x_name)]
+    if not finite:
+        parts.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{(TOP + HEIGHT - BOTTOM) / 2:.0f}" '
+                     'text-anchor="middle">no finite value</text>')  # fmt: skip
     for k, s in enumerate(thinned):
         parts.append(_line(s, scale, colour(k), x_name))
     return (
@@ -78,8 +83,9 @@ def _thinned(series: Series) -> Series:
 
 class _Scale:
     def __init__(self, x0: int, x1: int, ys: list[float], log: bool) -> None:
-        self.x0, self.x1, self.log = x0, max(x1, x0 + 1), log
-        values = [math.log10(y) for y in ys if y > 0] if log else ys
+        self.single = x1 == x0  # one pass or backward: its point in the middle, one tick
+        self.x0, self.x1, self.log = (x0 - 1, x0 + 1, log) if self.single else (x0, x1, log)
+        values = [math.log10(y) for y in ys if y >= TINY] if log else [min(max(y, -HUGE), HUGE) for y in ys]
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
         if hi == lo:
             lo, hi = lo - (abs(lo) or 1) * 0.5, hi + (abs(hi) or 1) * 0.5
@@ -90,7 +96,7 @@ class _Scale:
         return LEFT + (x - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
 
     def y(self, y: float) -> float:
-        v = math.log10(y) if self.log else y
+        v = math.log10(max(y, TINY)) if self.log else min(max(y, -HUGE), HUGE)
         return TOP + (self.hi - v) / (self.hi - self.lo) * (HEIGHT - TOP - BOTTOM)
 
     def y_ticks(self) -> list[tuple[float, str]]:
@@ -98,14 +104,20 @@ class _Scale:
             first, last = math.ceil(self.lo), math.floor(self.hi)
             step = max(1, math.ceil((last - first + 1) / 5))
             return [(10.0**d, f"1e{d}") for d in range(first, last + 1, step)]
-        return [(v, _short(v)) for v in _nice(self.lo, self.hi)]
+        ticks = _nice(self.lo, self.hi)
+        step = ticks[1] - ticks[0] if len(ticks) > 1 else 0.0
+        return [(v, _tick(v, step)) for v in ticks]
 
     def x_ticks(self) -> list[float]:
+        if self.single:
+            return [self.x0 + 1]
         return [v for v in _nice(self.x0, self.x1) if v == int(v)]
 
 
 def _nice(lo: float, hi: float, count: int = 5) -> list[float]:
     span = hi - lo
+    if not math.isfinite(span) or span <= 0:
+        return []
     raw = span / count
     magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
@@ -114,7 +126,18 @@ def _nice(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def _short(v: float) -> str:
-    return f"{v:.3g}" if v else "0"
+    return f"{v:.4g}" if v else "0"
+
+
+def _tick(v: float, step: float) -> str:
+    """A tick label with as many decimals as the step between ticks needs (2.8217 to 2.8387 reads 2.822, 2.824…)."""
+    if not v or not step:
+        return _short(v)
+    magnitude = math.floor(math.log10(step))
+    decimals = max(0, -magnitude + (0 if round(step / 10**magnitude, 6) in (1, 2, 5) else 1))
+    if abs(v) < 1e6 and decimals <= 8:
+        return f"{v:.{decimals}f}"
+    return f"{v:.{max(3, decimals)}g}"
 
 
 def _axes(scale: _Scale, y_name: str, x_name: str) -> str:
@@ -152,7 +175,8 @@ def _line(series: Series, scale: _Scale, stroke: str, x_name: str) -> str:
         if y is not None:
             bad = not _finite(y)
             at = (scale.x(x), TOP + 4 if bad else HEIGHT - BOTTOM - 4)
-            marks.append(_mark(at, f"{series.label}: {y if bad else 0} at {x_name} {x}", "#d62728" if bad else stroke,
+            said = "not finite (NaN or Inf)" if bad else "0"
+            marks.append(_mark(at, f"{series.label}: {said} at {x_name} {x}", BAD if bad else stroke,
                                cross=bad, hollow=not bad))  # fmt: skip
     if run:
         runs.append(run)
