@@ -67,20 +67,9 @@ def test_a_suppressed_finding_is_listed_with_the_rule_that_suppressed_it(tmp_pat
     assert ">zero-audit<" in suppressed and "suppressed by" in suppressed
 
 
-def test_the_page_does_not_grow_with_the_length_of_training(tmp_path):
-    """The issue's bound, at 10^3 and 10^4 backwards here (10^5: the slow lane)."""
-    sizes = {}
-    for iters in (1000, 10000):
-        folder = tmp_path / str(iters)
-        proc = cli("exec", "--html", str(folder), str(LONG_FIT), "--iters", str(iters), "--forget-zero-from", "50")
-        assert proc.returncode == 1, proc.stderr[-2000:]
-        checked(folder)
-        sizes[iters] = (folder / "index.html").stat().st_size
-    assert sizes[10000] <= 2 * sizes[1000], sizes
-
-
 @pytest.mark.slow
 def test_a_page_of_10_5_backwards_is_at_most_twice_one_of_10_3(tmp_path):
+    """The issue's bound (the slow lane: 10^5 backwards take ~30 s here)."""
     sizes = {}
     for iters in (1000, 100000):
         folder = tmp_path / str(iters)
