@@ -10,7 +10,14 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr, write_atomically
+from gradcheck.cli.output import (
+    check_writable,
+    error_line,
+    input_files,
+    note_line,
+    stdout_to_stderr,
+    write_atomically,
+)
 from gradcheck.cli.reporting import (
     HTML,
     IGNORE,
@@ -106,12 +113,8 @@ def ci(
 
         write_atomically(junit, render(document, OutputFormat.junit), "--junit")
     deliver(document, fmt, output)
-    failed = report_page.write(html, document, (), _note) if html is not None else None
+    failed = report_page.write(html, document, (), note_line) if html is not None else None
     raise typer.Exit(int(combine([report.exit_code, failed]) if failed is not None else report.exit_code))
-
-
-def _note(message: str) -> None:
-    typer.echo(f"gradcheck: note: {message}", err=True)
 
 
 def _distinct(paths: dict) -> None:

@@ -29,7 +29,7 @@ def combine(
     from dataclasses import replace
 
     from gradcheck.cli import report_page
-    from gradcheck.cli.output import check_writable, error_line
+    from gradcheck.cli.output import check_writable, error_line, note_line
     from gradcheck.engine.combine import combine_reports
     from gradcheck.model.exit_codes import combine as combined
 
@@ -44,9 +44,5 @@ def combine(
     deliver(report, fmt, output, verbose=verbose)
     if report.error:
         error_line(report.error)
-    failed = report_page.write(html, report, (), _note) if html is not None else None
+    failed = report_page.write(html, report, (), note_line) if html is not None else None
     raise typer.Exit(int(combined([report.exit_code, failed]) if failed is not None else report.exit_code))
-
-
-def _note(message: str) -> None:
-    typer.echo(f"gradcheck: note: {message}", err=True)

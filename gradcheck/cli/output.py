@@ -22,6 +22,13 @@ def error_line(message: str) -> None:
     typer.echo(f"gradcheck: error: {message}", err=True)
 
 
+def note_line(message: str) -> None:
+    """``gradcheck: note: …`` on stderr: what a command did beside its report (a picture, a page, one not drawn)."""
+    import typer
+
+    typer.echo(f"gradcheck: note: {message}", err=True)
+
+
 def check_writable(output: Path | None, flag: str = "--output", inputs=()) -> None:
     """Fail before the run, not after it, when a report could not be written, or would overwrite one of the
     run's own inputs (the scenario file, the baseline, the config)."""

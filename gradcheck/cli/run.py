@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gradcheck.cli.output import check_writable, error_line, input_files, stdout_to_stderr
+from gradcheck.cli.output import check_writable, error_line, input_files, note_line, stdout_to_stderr
 from gradcheck.cli.reporting import (
     HTML,
     IGNORE,
@@ -134,7 +134,7 @@ def _artifacts(report, graph: Path | None, html: Path | None, pictures, timeout:
     from gradcheck.cli import report_page
 
     code = _drawn(graph, pictures, report, timeout)
-    failed = report_page.write(html, report, pictures, note) if html is not None else None
+    failed = report_page.write(html, report, pictures, note_line) if html is not None else None
     return combine([code, failed]) if failed is not None else code
 
 
@@ -143,14 +143,10 @@ def _drawn(graph: Path | None, pictures, report, timeout: float | None) -> ExitC
     if graph is None:
         return report.exit_code
     if timeout is not None:
-        note("--graph: nothing drawn, since --timeout runs the scenarios in worker processes; run without it")
+        note_line("--graph: nothing drawn, since --timeout runs the scenarios in worker processes; run without it")
         return report.exit_code
-    written = draw_graph(graph, pictures, report.scenarios, note, error_line)
+    written = draw_graph(graph, pictures, report.scenarios, note_line, error_line)
     return report.exit_code if written else combine([report.exit_code, ExitCode.USAGE])
-
-
-def note(message: str) -> None:
-    typer.echo(f"gradcheck: note: {message}", err=True)
 
 
 def check_paths(output: Path | None, graph: Path | None, inputs) -> None:

@@ -144,12 +144,9 @@ def _scenario(name: str, reports: list[RankReport], ranks: list[str], superseded
 def _params(rows, findings: tuple, summary) -> tuple:
     """The first rank's parameter rows, each verdict the combined findings' (a finding only rank 1 made flags the
     row too: the table never says "ok" above an error about the same gradient)."""
-    flagged: dict[str, list[str]] = {}
-    for finding in findings:
-        for subject in finding.subjects:
-            checks = flagged.setdefault(subject, [])
-            if finding.check not in checks:
-                checks.append(finding.check)
+    from gradcheck.model.findings import checks_by_subject
+
+    flagged = checks_by_subject(findings)
     params = (summary.from_dict(row) for row in rows if isinstance(row, dict))
     return tuple(replace(p, verdict=", ".join(flagged.get(p.subject, ())) or "ok") for p in params)
 

@@ -7,7 +7,7 @@ end here, so the same evidence gives the same findings and the same report rows 
 from __future__ import annotations
 
 from gradcheck.checks import run_checks
-from gradcheck.model.findings import Finding
+from gradcheck.model.findings import Finding, checks_by_subject
 from gradcheck.model.options import DEFAULT_CHECKS, CheckOptions
 from gradcheck.model.report import BlameSummary, ClipSummary, FDSummary, KernelBlame, ParamSummary, ScenarioResult
 from gradcheck.model.trace import DEFAULT_ADJOINT_TEST, Trace, not_checked_reasons
@@ -176,12 +176,7 @@ def _which(indices: list[int], shown: int = 8) -> str:
 
 
 def param_summaries(trace: Trace, findings: tuple[Finding, ...]) -> tuple[ParamSummary, ...]:
-    flagged: dict[str, list[str]] = {}
-    for f in findings:
-        for subject in f.subjects:
-            flagged.setdefault(subject, [])
-            if f.check not in flagged[subject]:
-                flagged[subject].append(f.check)
+    flagged = checks_by_subject(findings)
     no_backward = bool(trace.passes) and all(r.backward_skipped for r in trace.passes)
     any_param = any(p.is_param for p in trace.params)
     # leaves are shown when they are all there is (a program that updates nothing gradcheck saw) or when a finding

@@ -115,22 +115,24 @@ class Locator:
         """The source lines from ``context`` before ``place``'s line to ``context`` after it, as (number, text)."""
         if place.uri is None or place.line is None:
             return []
-        path = self.root / place.uri
-        self._text(path, place.line)
-        lines = self._lines.get(path, [])
+        lines = self._file_lines(self.root / place.uri)
         first, last = max(1, place.line - context), min(len(lines), place.line + context)
         return [(n, lines[n - 1].rstrip()) for n in range(first, last + 1)]
 
     def _text(self, path: Path, line: int) -> str:
+        lines = self._file_lines(path)
+        return " ".join(lines[line - 1].split()) if 0 < line <= len(lines) else ""
+
+    def _file_lines(self, path: Path) -> list[str]:
+        """The file's lines, read once, split at Python's own line breaks (not str.splitlines()'s: a form feed is
+        no line break to the tokenizer); none when it cannot be read."""
         if path not in self._lines:
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
-                # Python's own line breaks, not str.splitlines()'s (a form feed is no line break to the tokenizer)
                 self._lines[path] = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
             except OSError:
                 self._lines[path] = []
-        lines = self._lines[path]
-        return " ".join(lines[line - 1].split()) if 0 < line <= len(lines) else ""
+        return self._lines[path]
 
 
 def _file(spec: str | None) -> Path | None:

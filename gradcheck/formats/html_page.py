@@ -22,6 +22,7 @@ from gradcheck.formats import svg_curves
 from gradcheck.formats.code_places import Locator, source_root
 from gradcheck.formats.finding_groups import FindingGroup, group_findings
 from gradcheck.model.paths import family, group_by_family
+from gradcheck.model.sites import short_site
 
 MAX_GROUPS = 100  # finding groups a scenario shows
 MAX_LISTED = 100  # findings a group lists in full
@@ -140,13 +141,14 @@ def _scenario(result, ident: str, locator: Locator, drawn) -> str:
     ]
     if result.error:
         head.append(f'<p class="bad">error: {escape(result.error)}</p>')
+    families = _families(result.params)  # the curves' and the table's rows, flagged first
     parts = [
         _findings(result, ident, locator),
-        _curves(result, ident),
+        _curves(result, ident, families),
         _dataflow(drawn, ident),
-        _params(result, ident),
+        _params(result, ident, families),
         _blame(result, ident),
-        _suppressed(result, ident, locator),
+        _suppressed(result, ident),
         _notes(result, ident),
     ]
     return "\n".join(head + [p for p in parts if p] + ["</section>"])
@@ -214,9 +216,9 @@ def _source(locator: Locator, finding, spec: str) -> str:
     return f'<figure class="source"><figcaption>{escape(place.uri)}:{place.line}</figcaption><pre>{code}</pre></figure>'
 
 
-def _curves(result, ident: str) -> str:
+def _curves(result, ident: str, families: list) -> str:
     loss = result.loss_curve or tuple(enumerate(result.losses, 1))
-    plotted = _plotted(result.params)
+    plotted = [f for f in families if f.norms][:MAX_CURVES]  # flagged first, then the largest
     out = [f'<section class="curves" id="{ident}-curves"><h3>Loss and gradient norms</h3>', _sampled(result, plotted)]
     charts = []
     if any(v is not None for _, v in loss):
@@ -232,7 +234,7 @@ def _curves(result, ident: str) -> str:
     if not charts:
         out.append('<p class="muted">nothing was measured to plot</p>')
     out.append('<div class="charts">' + "".join(charts) + "</div>")
-    left = len(_families(result.params)) - len(plotted)
+    left = len(families) - len(plotted)
     if left > 0:
         out.append(f'<p class="muted">{left} more parameter families not plotted (flagged ones and the largest '
                    "norms are): their numbers are in the table below</p>")  # fmt: skip
@@ -308,11 +310,6 @@ def _families(params) -> list[_Family]:
     return sorted(found, key=lambda f: (not f.flagged, -f.peak))
 
 
-def _plotted(params) -> list[_Family]:
-    """The families the curves show, MAX_CURVES at most."""
-    return [f for f in _families(params) if f.norms][:MAX_CURVES]
-
-
 def _norm_series(fam: _Family) -> svg_curves.Series:
     return svg_curves.Series(fam.label, fam.backwards, fam.norms)
 
@@ -340,12 +337,11 @@ def _dataflow(drawn, ident: str) -> str:
     return "\n".join(out + ["</section>"])
 
 
-def _params(result, ident: str) -> str:
+def _params(result, ident: str, families: list) -> str:
     if not result.params:
         return (f'<section class="params" id="{ident}-params"><h3>Parameters</h3><p class="muted">no parameter '
                 "gradient was measured (no audited backward reached one)</p></section>")  # fmt: skip
     rows = []
-    families = _families(result.params)
     for fam in families[:MAX_ROWS]:
         first, last = (fam.norms[0], fam.norms[-1]) if fam.norms else (math.nan, math.nan)
         ratio = last / first if first and math.isfinite(first) else math.nan
@@ -373,7 +369,7 @@ def _blame(result, ident: str) -> str:
         judged = sum(n for status, n in k.statuses.items() if status not in ("no-verdict", "not-checked"))
         where = escape(k.where or "")
         rows.append(
-            f'<tr><td><code>{escape(k.kernel)}</code></td><td title="{where}">{escape(_short_site(k.where))}</td>'
+            f'<tr><td><code>{escape(k.kernel)}</code></td><td title="{where}">{escape(short_site(k.where) or "" if k.where else "")}</td>'
             f'<td class="num">{k.launches}</td><td>{escape(", ".join(f"{n} {s}" for s, n in k.statuses.items()))}'
             f'</td><td class="num">{_fmt(k.worst_rel_error) if judged else "–"}</td></tr>'
         )
@@ -386,14 +382,7 @@ def _blame(result, ident: str) -> str:
     )  # fmt: skip
 
 
-def _short_site(site: str | None) -> str:
-    """``/long/path/file.py:34`` → ``file.py:34`` (the whole path is the cell's hover text)."""
-    from gradcheck.model.sites import short_site
-
-    return short_site(site) or "" if site else ""
-
-
-def _suppressed(result, ident: str, locator: Locator) -> str:
+def _suppressed(result, ident: str) -> str:
     out = [f'<section class="suppressed" id="{ident}-suppressed"><h3>Suppressed</h3>']
     if not result.ignored:
         out.append('<p class="muted">nothing was suppressed (--select, --ignore, [tool.gradcheck])</p>')

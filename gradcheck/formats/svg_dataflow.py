@@ -63,8 +63,9 @@ def svg(drawn: Drawing, ident: str = "dataflow") -> str:
 
 
 def _columns(keys: list[str], links: list[tuple[str, str]]) -> list[list[str]]:
-    """Each node one column right of all it depends on (links that close a cycle, an in-place kernel reading and
-    writing one array, are left out of the ordering), each column ordered by the barycentre of its neighbours."""
+    """The layers, top first: each node one layer below all it depends on (links that close a cycle, an in-place
+    kernel reading and writing one array, are left out of the ordering), each layer ordered by the barycentre of its
+    neighbours."""
     order = {key: i for i, key in enumerate(keys)}  # time order: what the tape did first comes first
     ahead = [(a, b) for a, b in links if a in order and b in order and a != b]
     forward = _acyclic(keys, ahead)

@@ -28,6 +28,18 @@ class Severity(IntEnum):
             raise ValueError(f"unknown severity {text!r}; use one of {names}") from None
 
 
+def checks_by_subject(findings) -> dict[str, list[str]]:
+    """Subject → the checks whose findings name it (each finding's every subject, checks in the order found): what a
+    parameter's verdict says, in a scenario's table and in a combined one."""
+    flagged: dict[str, list[str]] = {}
+    for finding in findings:
+        for subject in finding.subjects:
+            checks = flagged.setdefault(subject, [])
+            if finding.check not in checks:
+                checks.append(finding.check)
+    return flagged
+
+
 @dataclass(frozen=True)
 class Finding:
     check: str
